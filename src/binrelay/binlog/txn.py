@@ -1,0 +1,106 @@
+"""Where transactions end, from event types alone (no row decoding).
+
+A relay position is only worth persisting at a transaction end: resuming there never cuts a
+transaction in two.  The rules, per flavour:
+
+* MariaDB: a GTID event opens every event group.  With ``FL_STANDALONE`` the group is one
+  statement (DDL) and ends after its Query event; otherwise it ends at XID, at an
+  XA_PREPARE event, or at a Query ``COMMIT``/``ROLLBACK``/``XA ...`` (non-transactional engines).
+* MySQL: a GTID (or anonymous GTID) event precedes either ``BEGIN`` ... XID/COMMIT, or one
+  DDL Query that commits on its own.  Binlogs without GTID events use BEGIN ... COMMIT/XID.
+* Any event outside a group (FDE, Rotate, Previous_gtids, GTID_LIST, checkpoints, Stop,
+  Incident, a bare DDL Query) is itself a boundary.
+"""
+
+from __future__ import annotations
+
+from binrelay.binlog import constants as c
+
+_IDLE, _AFTER_GTID, _IN_TRX, _STANDALONE = range(4)
+
+_ENDING_QUERY_PREFIXES = (b"COMMIT", b"ROLLBACK", b"XA COMMIT", b"XA ROLLBACK", b"XA END",
+                          b"XA PREPARE")
+
+#: Event types that may sit inside an event group without ending it.
+_IN_GROUP_TYPES = frozenset({
+    c.TABLE_MAP_EVENT, c.WRITE_ROWS_EVENT_V1, c.UPDATE_ROWS_EVENT_V1, c.DELETE_ROWS_EVENT_V1,
+    c.WRITE_ROWS_EVENT, c.UPDATE_ROWS_EVENT, c.DELETE_ROWS_EVENT, c.PARTIAL_UPDATE_ROWS_EVENT,
+    c.WRITE_ROWS_COMPRESSED_EVENT_V1, c.UPDATE_ROWS_COMPRESSED_EVENT_V1,
+    c.DELETE_ROWS_COMPRESSED_EVENT_V1, c.WRITE_ROWS_COMPRESSED_EVENT,
+    c.UPDATE_ROWS_COMPRESSED_EVENT, c.DELETE_ROWS_COMPRESSED_EVENT,
+    c.ANNOTATE_ROWS_EVENT, c.ROWS_QUERY_LOG_EVENT, c.INTVAR_EVENT, c.RAND_EVENT,
+    c.USER_VAR_EVENT, c.BEGIN_LOAD_QUERY_EVENT, c.APPEND_BLOCK_EVENT,
+    c.TRANSACTION_CONTEXT_EVENT, c.IGNORABLE_LOG_EVENT,
+})
+
+
+def _is_begin(prefix: bytes) -> bool:
+    return prefix.lstrip().upper().startswith(b"BEGIN") or prefix.upper().startswith(b"XA START")
+
+
+def _is_end(prefix: bytes) -> bool:
+    upper = prefix.lstrip().upper()
+    return any(upper.startswith(p) for p in _ENDING_QUERY_PREFIXES)
+
+
+class TxnTracker:
+    """Feed event types in order; ``feed`` returns True when the event ends a transaction.
+
+    Not thread-safe; one tracker per stream.  ``in_transaction`` is True between the first
+    event of a group and its end.
+    """
+
+    __slots__ = ("_state",)
+
+    def __init__(self) -> None:
+        self._state = _IDLE
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._state != _IDLE
+
+    def reset(self) -> None:
+        self._state = _IDLE
+
+    def feed(self, event_type: int, *, maria_flags: int = 0, query_prefix: bytes = b"") -> bool:
+        """``maria_flags``: the MariaDB GTID event's flags; ``query_prefix``: a Query's start."""
+        state = self._state
+        if event_type in _IN_GROUP_TYPES:
+            if state == _AFTER_GTID:
+                self._state = _IN_TRX
+            return False
+        if event_type == c.XID_EVENT or event_type == c.XA_PREPARE_LOG_EVENT:
+            self._state = _IDLE
+            return True
+        if event_type == c.GTID_EVENT:
+            self._state = _STANDALONE if maria_flags & c.FL_STANDALONE else _IN_TRX
+            return False
+        if event_type in (c.GTID_LOG_EVENT, c.ANONYMOUS_GTID_LOG_EVENT, c.GTID_TAGGED_LOG_EVENT):
+            self._state = _AFTER_GTID
+            return False
+        if event_type in (c.QUERY_EVENT, c.QUERY_COMPRESSED_EVENT, c.EXECUTE_LOAD_QUERY_EVENT):
+            if state == _IN_TRX:
+                if _is_end(query_prefix):
+                    self._state = _IDLE
+                    return True
+                return False
+            if _is_begin(query_prefix):
+                self._state = _IN_TRX
+                return False
+            # A DDL (after a GTID, standalone, or in a binlog without GTIDs) commits by itself.
+            self._state = _IDLE
+            return True
+        if event_type == c.TRANSACTION_PAYLOAD_EVENT:
+            # MySQL's compressed transaction holds a whole transaction, XID included.
+            self._state = _IDLE
+            return True
+        if event_type in (c.FORMAT_DESCRIPTION_EVENT, c.ROTATE_EVENT, c.STOP_EVENT):
+            # A group never spans files: whatever was open was cut off upstream.
+            self._state = _IDLE
+            return True
+        # An unknown event inside a group belongs to it; outside, it stands alone.
+        return state == _IDLE
+
+
+def needs_query_prefix(event_type: int) -> bool:
+    return event_type in (c.QUERY_EVENT, c.QUERY_COMPRESSED_EVENT, c.EXECUTE_LOAD_QUERY_EVENT)

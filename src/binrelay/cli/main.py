@@ -1,0 +1,79 @@
+"""``binrelay`` commands.  Errors become one line on stderr and a non-zero exit status."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import click
+
+from binrelay import __version__
+from binrelay.config import Config, load_config
+from binrelay.errors import BinrelayError
+
+log = logging.getLogger("binrelay")
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+           "error": logging.ERROR}
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=_LEVELS.get(level, logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn our errors into one line on stderr and the error's exit status."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except BinrelayError as exc:
+            click.echo(f"binrelay: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper
+
+
+def _load(path: str) -> Config:
+    config = load_config(path)
+    setup_logging(config.log_level)
+    return config
+
+
+@click.group()
+@click.version_option(__version__, prog_name="binrelay")
+def main() -> None:
+    """A relay log for MySQL-family replication, with its apply pipeline on Spark."""
+
+
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="TOML configuration file")
+@reports_errors
+def relay(config_path: str) -> None:
+    """Mirror the upstream's binlog into the relay dir until SIGTERM/SIGINT."""
+    from binrelay.relay.service import RelayService
+
+    config = _load(config_path)
+    service = RelayService(config)
+
+    def stop(signum: int, _frame: object) -> None:
+        log.info("signal %d received: stopping", signum)
+        service.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    service.run()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,194 @@
+"""The relay directory's layout (TiDB DM's, exactly) and its small files.
+
+```
+<relay-dir>/
+  server-uuid.index            one subdir name a line, in creation order
+  <identity>.<NNNNNN>/         one subdir per upstream identity change, NNNNNN counts from 1
+    mysql-bin.000001 ...       byte-identical copies of the upstream's binlog files
+    relay.meta                 TOML: binlog-name, binlog-pos, binlog-gtid (relayed so far)
+```
+
+Everything written here is written atomically (temp file, fsync, rename, fsync of the
+directory), files 0600 and directories 0700.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomli_w
+
+from binrelay.errors import RelayDirError
+
+INDEX_FILENAME = "server-uuid.index"
+META_FILENAME = "relay.meta"
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+_SUBDIR_RE = re.compile(r"^(?P<identity>.+)\.(?P<seq>\d{6})$")
+_BINLOG_RE = re.compile(r"^(?P<base>.+)\.(?P<seq>\d+)$")
+
+
+# --- names -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class SubdirName:
+    seq: int
+    identity: str
+
+    @classmethod
+    def parse(cls, name: str) -> SubdirName:
+        m = _SUBDIR_RE.match(name)
+        if not m:
+            raise RelayDirError(f"{name!r} is not a relay subdir name (<uuid>.<6 digits>)")
+        return cls(seq=int(m["seq"]), identity=m["identity"])
+
+    def __str__(self) -> str:
+        return f"{self.identity}.{self.seq:06d}"
+
+
+def binlog_seq(name: str) -> int:
+    m = _BINLOG_RE.match(name)
+    if not m:
+        raise RelayDirError(f"{name!r} is not a binlog file name (<base>.<number>)")
+    return int(m["seq"])
+
+
+def is_binlog_name(name: str) -> bool:
+    return bool(_BINLOG_RE.match(name)) and name != META_FILENAME
+
+
+def binlog_sort_key(name: str) -> tuple[str, int]:
+    """Binlog names compare by number, so mysql-bin.999999 < mysql-bin.1000000."""
+    m = _BINLOG_RE.match(name)
+    if not m:
+        raise RelayDirError(f"{name!r} is not a binlog file name (<base>.<number>)")
+    return m["base"], int(m["seq"])
+
+
+# --- durable file operations ---------------------------------------------------------------
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def make_dir(path: Path) -> None:
+    try:
+        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RelayDirError(
+            f"cannot create relay directory {path}: {exc.strerror}",
+            hint="check relay-dir and its permissions",
+        ) from exc
+
+
+# --- relay.meta --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RelayMeta:
+    binlog_name: str
+    binlog_pos: int
+    binlog_gtid: str = ""
+
+    def to_toml(self) -> bytes:
+        return tomli_w.dumps({
+            "binlog-name": self.binlog_name,
+            "binlog-pos": self.binlog_pos,
+            "binlog-gtid": self.binlog_gtid,
+        }).encode()
+
+
+def read_meta(subdir: Path) -> RelayMeta | None:
+    path = subdir / META_FILENAME
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RelayDirError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode())
+        name = data["binlog-name"]
+        pos = data["binlog-pos"]
+        gtid = data.get("binlog-gtid", "")
+        if not isinstance(name, str) or not isinstance(pos, int) or not isinstance(gtid, str):
+            raise TypeError("wrong value types")
+        if isinstance(pos, bool) or pos < 0:
+            raise TypeError("binlog-pos must be a non-negative integer")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        raise RelayDirError(
+            f"{path} is damaged: {exc}",
+            hint="restore it, or remove the subdir's relay.meta to have it rebuilt from the files",
+        ) from exc
+    return RelayMeta(binlog_name=name, binlog_pos=pos, binlog_gtid=gtid)
+
+
+def write_meta(subdir: Path, meta: RelayMeta) -> None:
+    write_atomic(subdir / META_FILENAME, meta.to_toml())
+
+
+# --- server-uuid.index -------------------------------------------------------------------------
+
+
+def read_index(relay_dir: Path) -> list[SubdirName] | None:
+    """The subdirs listed in the index, or None when there is no index yet."""
+    path = relay_dir / INDEX_FILENAME
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RelayDirError(f"cannot read {path}: {exc}") from exc
+    names = [SubdirName.parse(line.strip()) for line in text.splitlines() if line.strip()]
+    for prev, cur in itertools.pairwise(names):
+        if cur.seq != prev.seq + 1:
+            raise RelayDirError(
+                f"{path} is damaged: subdir {cur} follows {prev} (suffixes must count up by one)"
+            )
+    return names
+
+
+def write_index(relay_dir: Path, names: list[SubdirName]) -> None:
+    write_atomic(relay_dir / INDEX_FILENAME, "".join(f"{n}\n" for n in names).encode())
+
+
+def list_binlogs(subdir: Path) -> list[str]:
+    try:
+        entries = os.listdir(subdir)
+    except FileNotFoundError:
+        return []
+    return sorted((n for n in entries if is_binlog_name(n) and not n.startswith(".")),
+                  key=binlog_sort_key)
+
+
+def remove_quietly(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

@@ -1,0 +1,97 @@
+"""The relay directory as a whole: its index of subdirs, opened, checked and extended.
+
+Order of a new subdir's creation (each step atomic): mkdir, write its relay.meta, rewrite
+server-uuid.index.  A crash before the index names the subdir leaves an orphan directory
+without relay files, which ``open`` removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from binrelay.errors import RelayDirError
+from binrelay.relay.layout import (
+    META_FILENAME,
+    RelayMeta,
+    SubdirName,
+    list_binlogs,
+    make_dir,
+    read_index,
+    read_meta,
+    write_index,
+    write_meta,
+)
+
+log = logging.getLogger(__name__)
+
+
+class RelayDir:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.subdirs: list[SubdirName] = []
+
+    def open(self) -> None:
+        """Create the directory if needed, check it is writable, read and check the index."""
+        make_dir(self.root)
+        probe = self.root / ".binrelay-write-test"
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.close(fd)
+            probe.unlink()
+        except OSError as exc:
+            raise RelayDirError(f"relay dir {self.root} is not writable: {exc.strerror}",
+                                hint="fix relay-dir or its permissions") from exc
+        index = read_index(self.root)
+        self.subdirs = index or []
+        for name in self.subdirs:
+            if not (self.root / str(name)).is_dir():
+                raise RelayDirError(
+                    f"{self.root}/server-uuid.index lists {name} but the directory is missing",
+                    hint="restore the directory, or remove its line from server-uuid.index",
+                )
+        self._remove_orphans()
+
+    def _remove_orphans(self) -> None:
+        listed = {str(n) for n in self.subdirs}
+        for entry in os.listdir(self.root):
+            path = self.root / entry
+            if entry in listed or not path.is_dir():
+                continue
+            try:
+                SubdirName.parse(entry)
+            except RelayDirError:
+                continue
+            if list_binlogs(path):
+                raise RelayDirError(
+                    f"{path} holds relay files but server-uuid.index does not list it",
+                    hint="add it to server-uuid.index in order, or move it away",
+                )
+            log.info("removing %s, a subdir whose creation was interrupted", path)
+            shutil.rmtree(path)
+
+    @property
+    def current(self) -> SubdirName | None:
+        return self.subdirs[-1] if self.subdirs else None
+
+    def path(self, name: SubdirName) -> Path:
+        return self.root / str(name)
+
+    def meta(self, name: SubdirName) -> RelayMeta | None:
+        return read_meta(self.path(name))
+
+    def add_subdir(self, identity: str, meta: RelayMeta) -> SubdirName:
+        seq = self.subdirs[-1].seq + 1 if self.subdirs else 1
+        name = SubdirName(seq=seq, identity=identity)
+        path = self.path(name)
+        make_dir(path)
+        with contextlib.suppress(FileNotFoundError):
+            (path / META_FILENAME).unlink()
+        write_meta(path, meta)
+        write_index(self.root, [*self.subdirs, name])
+        self.subdirs.append(name)
+        log.info("relaying upstream %s into new subdir %s", identity, name)
+        return name

@@ -1,0 +1,114 @@
+"""Scan a relay file: where its last complete transaction ends, and why the scan stopped.
+
+Used by recovery at start.  Memory is bounded by the largest event, not the file.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from binrelay.binlog import constants as c
+from binrelay.binlog.events import (
+    FormatDescription,
+    parse_format_description,
+    parse_rotate,
+    verify_checksum,
+)
+from binrelay.errors import BinlogFormatError
+from binrelay.relay.progress import Progress
+
+_CHUNK = 1 << 20
+_HEADER = struct.Struct("<IBIIIH")
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    size: int
+    fde: FormatDescription | None
+    #: End of the last complete transaction (4 when there is none, 0 for a file without magic).
+    safe_pos: int
+    safe_gtids: str
+    #: Where scanning stopped and why ("" when the whole file is whole events).
+    stop_pos: int
+    stop_reason: str
+    #: The file ends with a real Rotate at ``safe_pos``: the upstream moved on to this file.
+    rotated_to: str | None
+
+
+def read_fde(path: Path) -> FormatDescription | None:
+    with open(path, "rb") as f:
+        head = f.read(4 + c.EVENT_HEADER_LEN)
+        if len(head) < 4 + c.EVENT_HEADER_LEN or head[:4] != c.BINLOG_MAGIC:
+            return None
+        size = _HEADER.unpack_from(head, 4)[3]
+        event = head[4:] + f.read(size - c.EVENT_HEADER_LEN)
+    if len(event) < size or event[4] != c.FORMAT_DESCRIPTION_EVENT:
+        return None
+    try:
+        fde = parse_format_description(event)
+        verify_checksum(event, fde.checksum_alg)
+    except BinlogFormatError:
+        return None
+    return fde
+
+
+def scan_file(path: Path, *, flavor: str | None, start: int = 0,
+              start_gtids: str = "") -> ScanResult:
+    """Scan ``path`` from ``start`` (0, or an event boundary after the FDE)."""
+    size = os.path.getsize(path)
+    fde = read_fde(path)
+    if fde is None:
+        reason = "no binlog header" if size else "empty file"
+        return ScanResult(size, None, 0, "", 0, reason, None)
+    fde_end = 4 + _fde_size(path)
+    flavor = flavor or ("mariadb" if fde.is_mariadb else "mysql")
+    pos = max(start, fde_end)
+    progress = Progress(flavor=flavor, gtid_text=start_gtids, position=pos)
+    checksum_len = fde.checksum_len
+    rotated_to: str | None = None
+    stop_reason = ""
+    with open(path, "rb") as f:
+        f.seek(pos)
+        buf = b""
+        base = pos  # file offset of buf[0]
+        while True:
+            off = pos - base
+            if len(buf) - off < c.EVENT_HEADER_LEN or \
+                    len(buf) - off < _HEADER.unpack_from(buf, off)[3]:
+                more = f.read(_CHUNK if len(buf) - off < c.EVENT_HEADER_LEN
+                              else max(_CHUNK, _HEADER.unpack_from(buf, off)[3]))
+                if not more:
+                    if pos < size:
+                        stop_reason = "partial event at the end"
+                    break
+                buf = buf[off:] + more
+                base = pos
+                continue
+            _ts, etype, _sid, esize, log_pos, _flags = _HEADER.unpack_from(buf, off)
+            if esize < c.EVENT_HEADER_LEN or (log_pos and log_pos != pos + esize):
+                stop_reason = "event header does not match its position"
+                break
+            event = buf[off : off + esize]
+            try:
+                verify_checksum(event, fde.checksum_alg)
+                progress.feed(event, pos + esize, checksum_len)
+                if etype == c.ROTATE_EVENT:
+                    rotated_to = parse_rotate(event, checksum_len).next_file
+            except BinlogFormatError as exc:
+                stop_reason = exc.message
+                break
+            pos += esize
+    return ScanResult(
+        size=size, fde=fde, safe_pos=progress.boundary_pos, safe_gtids=progress.gtid_text(),
+        stop_pos=pos, stop_reason=stop_reason,
+        rotated_to=rotated_to if rotated_to and progress.boundary_pos == size else None,
+    )
+
+
+def _fde_size(path: Path) -> int:
+    with open(path, "rb") as f:
+        f.seek(4)
+        return _HEADER.unpack(f.read(c.EVENT_HEADER_LEN))[3]

@@ -1,0 +1,256 @@
+"""The relay unit: connect, choose where to start, relay until stopped, reconnect on trouble.
+
+Start rules (SPEC §1, DM's):
+1. A valid relay log for this upstream: resume at the last subdir's relay.meta.
+2. None, nothing configured: position mode from the upstream's oldest binlog; GTID mode from
+   the upstream's initial (empty) GTID state, failing clearly when that was purged.
+3. None, a start configured: ``relay-binlog-name`` (position mode) or ``relay-binlog-gtid``.
+
+A GTID start is widened to the beginning of the binlog file holding it, so every relay file
+starts at offset 4 like the upstream's.  A different upstream identity on (re)connect opens a
+new subdir and carries the GTID set over; resuming on the same upstream always uses the exact
+file/position, which needs no GTID skipping and keeps files byte-identical.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+from binrelay.binlog import constants as c
+from binrelay.binlog.events import parse_rotate_lenient
+from binrelay.config import Config
+from binrelay.errors import (
+    BinlogPurgedError,
+    BinrelayError,
+    ConfigError,
+    UpstreamConfigError,
+    UpstreamConnectionError,
+    UpstreamError,
+)
+from binrelay.gtid import MariaGtidSet, MysqlGtidSet, parse_gtid_set
+from binrelay.relay.layout import RelayMeta, binlog_sort_key
+from binrelay.relay.recovery import recover_subdir
+from binrelay.relay.relaydir import RelayDir
+from binrelay.relay.writer import RelayWriter
+from binrelay.upstream.client import Endpoint, ServerInfo, UpstreamSession
+from binrelay.upstream.packets import StopRequested
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff between reconnects."""
+
+    first: float = 0.1
+    cap: float = 5.0
+
+    def delay(self, attempt: int) -> float:
+        return min(self.cap, self.first * (2 ** max(0, attempt - 1)))
+
+
+class RelayService:
+    """Runs in the caller's thread until ``request_stop`` (e.g. from a signal handler)."""
+
+    def __init__(self, config: Config, *, backoff: Backoff | None = None) -> None:
+        self.config = config
+        self.endpoint = Endpoint(config.from_.host, config.from_.port, config.from_.user,
+                                 config.from_.password)
+        self.relay_dir = RelayDir(config.resolve_relay_dir())
+        self.backoff = backoff or Backoff()
+        self._stop = False
+        self.writer: RelayWriter | None = None
+        self.reconnects = 0
+        self._connected_once = False
+
+    def request_stop(self) -> None:
+        self._stop = True
+
+    def stopping(self) -> bool:
+        return self._stop
+
+    # --- main loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.relay_dir.open()
+        self._recover(verify=True)
+        attempt = 0
+        while not self._stop:
+            try:
+                if self._session():
+                    attempt = 0
+            except StopRequested:
+                break
+            except UpstreamConnectionError as exc:
+                if not self._connected_once:
+                    raise
+                attempt += 1
+                self.reconnects += 1
+                delay = self.backoff.delay(attempt)
+                log.warning("upstream connection lost (%s); reconnecting in %.1f s", exc, delay)
+                self._sleep(delay)
+                self._recover(verify=False)
+        log.info("relay stopped")
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._stop and time.monotonic() < deadline:
+            time.sleep(min(0.1, deadline - time.monotonic()))
+
+    def _recover(self, *, verify: bool) -> None:
+        current = self.relay_dir.current
+        if current is None:
+            return
+        path = self.relay_dir.path(current)
+        meta = self.relay_dir.meta(current)
+        if not verify and meta is not None:
+            binlog = path / meta.binlog_name
+            if not binlog.exists() and meta.binlog_pos <= 4:
+                return
+            if binlog.exists() and binlog.stat().st_size == meta.binlog_pos:
+                return
+        recovery = recover_subdir(path, meta, flavor=self.config.flavor)
+        if recovery.truncated_bytes or recovery.removed_file or recovery.meta_rewound:
+            log.info("recovered %s: resume at %s:%d", current, recovery.meta.binlog_name,
+                     recovery.meta.binlog_pos)
+
+    def _session(self) -> bool:
+        """One replication session; returns whether any event arrived."""
+        session = UpstreamSession(self.endpoint)
+        got_events = False
+        try:
+            info = session.server_info()
+            self._connected_once = True
+            session.check_replicable(info)
+            self._check_flavor(info)
+            server_id = self._server_id(info)
+            subdir, meta = self._choose_start(session, info, server_id)
+            writer = RelayWriter(self.relay_dir.path(subdir), meta, flavor=info.flavor,
+                                 sync_interval=self.config.relay_sync_interval)
+            self.writer = writer
+            log.info("relaying %s from %s:%d into %s", self.endpoint, meta.binlog_name,
+                     meta.binlog_pos, subdir)
+            stream = session.dump_by_position(
+                info, server_id=server_id, file=meta.binlog_name, pos=meta.binlog_pos,
+                on_idle=writer.on_idle, should_stop=self.stopping,
+            )
+            try:
+                for event in stream:
+                    writer.handle(event)
+                    got_events = True
+                    if self._stop:
+                        break
+            finally:
+                try:
+                    writer.close()
+                except BinrelayError as exc:
+                    log.error("could not persist the relay position on close: %s", exc)
+        finally:
+            session.close()
+        return got_events
+
+    # --- where to start --------------------------------------------------------------------
+
+    def _check_flavor(self, info: ServerInfo) -> None:
+        if self.config.flavor and self.config.flavor != info.flavor:
+            raise ConfigError(
+                f"config {self.config.source_path}: flavor is {self.config.flavor!r} but the "
+                f"upstream is {info.flavor} ({info.version})",
+                hint="fix flavor or leave it out to detect it",
+            )
+
+    def _server_id(self, info: ServerInfo) -> int:
+        if self.config.server_id:
+            if self.config.server_id == info.server_id:
+                raise ConfigError(
+                    f"config {self.config.source_path}: server-id {self.config.server_id} is "
+                    f"the upstream's own server_id", hint="choose another server-id")
+            return self.config.server_id
+        while True:
+            candidate = random.randint(1 << 30, (1 << 32) - 1)
+            if candidate != info.server_id:
+                return candidate
+
+    def _choose_start(self, session: UpstreamSession, info: ServerInfo,
+                      server_id: int) -> tuple:
+        current = self.relay_dir.current
+        if current is not None and current.identity == info.identity:
+            meta = self.relay_dir.meta(current)
+            if meta is not None and meta.binlog_name:
+                return current, meta
+        if current is None:
+            name, gtids = self._fresh_start(session, info, server_id)
+        else:
+            carried = self.relay_dir.meta(current)
+            carried_gtids = carried.binlog_gtid if carried else ""
+            log.warning("upstream identity changed from %s to %s: starting a new subdir",
+                        current.identity, info.identity)
+            if self.config.enable_gtid:
+                name = self._gtid_start_file(info, server_id, carried_gtids)
+            else:
+                log.warning("position mode cannot map positions across servers: relaying the "
+                            "new upstream from its oldest binlog (enable-gtid avoids this)")
+                name = session.binlog_files()[0].name
+            gtids = carried_gtids
+        subdir = self.relay_dir.add_subdir(info.identity, RelayMeta(name, 4, gtids))
+        meta = self.relay_dir.meta(subdir)
+        assert meta is not None
+        return subdir, meta
+
+    def _fresh_start(self, session: UpstreamSession, info: ServerInfo,
+                     server_id: int) -> tuple[str, str]:
+        files = session.binlog_files()
+        if not files:
+            raise UpstreamConfigError("the upstream lists no binary logs (SHOW BINARY LOGS)")
+        if self.config.enable_gtid:
+            text = self.config.relay_binlog_gtid
+            return self._gtid_start_file(info, server_id, text), text
+        wanted = self.config.relay_binlog_name
+        if not wanted:
+            return files[0].name, ""
+        names = [f.name for f in files]
+        if wanted in names:
+            return wanted, ""
+        try:
+            older = binlog_sort_key(wanted) < binlog_sort_key(names[0])
+        except BinrelayError:
+            older = False
+        if older:
+            raise BinlogPurgedError(
+                f"relay-binlog-name {wanted} was purged from the upstream; its oldest binlog "
+                f"is {names[0]}",
+                hint="set relay-binlog-name to a file the upstream still has (SHOW BINARY LOGS)")
+        raise ConfigError(
+            f"config {self.config.source_path}: relay-binlog-name {wanted} is not on the "
+            f"upstream, which has {names[0]} .. {names[-1]}",
+            hint="set relay-binlog-name to one of the upstream's files (SHOW BINARY LOGS)")
+
+    def _gtid_start_file(self, info: ServerInfo, server_id: int, text: str) -> str:
+        """The binlog file holding the start of ``text``, asked of the upstream itself."""
+        try:
+            gtids = parse_gtid_set(text, info.flavor)
+        except BinrelayError as exc:
+            raise ConfigError(f"config {self.config.source_path}: relay-binlog-gtid: {exc.message}"
+                              ) from exc
+        with UpstreamSession(self.endpoint) as probe:
+            try:
+                if isinstance(gtids, MariaGtidSet):
+                    stream = probe.dump_by_maria_gtid(info, server_id=server_id, gtids=gtids)
+                else:
+                    assert isinstance(gtids, MysqlGtidSet)
+                    stream = probe.dump_by_mysql_gtid(info, server_id=server_id, gtids=gtids)
+                for event in stream:
+                    if event[4] == c.ROTATE_EVENT:
+                        return parse_rotate_lenient(event).next_file
+                    break
+            except BinlogPurgedError as exc:
+                shown = text or "(the upstream's initial GTID state)"
+                raise BinlogPurgedError(
+                    f"the upstream no longer has the binlog holding GTID {shown}: {exc.message}",
+                    hint="set relay-binlog-gtid to a GTID set the upstream still has "
+                         "(e.g. SELECT @@gtid_binlog_pos / @@gtid_purged)",
+                ) from exc
+        raise UpstreamError("the upstream did not say where GTID " + (text or "''") + " is")

@@ -1,0 +1,327 @@
+"""Writes the events of one upstream into one relay subdir, byte for byte.
+
+Concurrency: one writer per subdir, single-threaded.  Readers in other processes may read the
+files at any time; every byte up to the position in ``relay.meta`` is complete, durable and
+ends a transaction.  Bytes after it may be a transaction still being written, or (after a
+crash) a torn tail that recovery truncates.
+
+Durability order: data is fsynced at transaction ends, grouped (at most ``sync_interval``
+seconds late while the stream is busy, at once when it goes idle); ``relay.meta`` is then
+replaced atomically.  Meta may lag the data, never lead it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+from pathlib import Path
+
+from binrelay.binlog import constants as c
+from binrelay.binlog.dummy import dummy_event
+from binrelay.binlog.events import (
+    parse_format_description,
+    parse_rotate_lenient,
+    verify_checksum,
+)
+from binrelay.errors import BinlogFormatError, RelayConflictError, RelayDirError
+from binrelay.relay.layout import (
+    FILE_MODE,
+    RelayMeta,
+    binlog_sort_key,
+    fsync_dir,
+    write_meta,
+)
+from binrelay.relay.progress import Progress
+from binrelay.relay.scan import read_fde
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct("<IBIIIH")
+_FLUSH_BYTES = 1 << 20
+_U32 = 1 << 32
+
+#: Event types the hot path hands to ``_handle_special``.
+_SPECIAL = frozenset({
+    c.FORMAT_DESCRIPTION_EVENT, c.ROTATE_EVENT, c.HEARTBEAT_LOG_EVENT, c.HEARTBEAT_LOG_EVENT_V2,
+})
+
+
+class RelayWriter:
+    def __init__(self, subdir: Path, meta: RelayMeta, *, flavor: str | None,
+                 sync_interval: float = 0.1) -> None:
+        self.subdir = subdir
+        self.file_name = meta.binlog_name
+        self.sync_interval = sync_interval
+        self.progress = Progress(flavor=flavor, gtid_text=meta.binlog_gtid,
+                                 position=meta.binlog_pos)
+        self._pending_gtid_text = meta.binlog_gtid
+        self._fd: int | None = None
+        self._checksum_alg = c.BINLOG_CHECKSUM_ALG_OFF
+        self._checksum_len = 0
+        self._pending = bytearray()
+        self._dir_dirty = False
+        self._meta = meta
+        self._unsynced = False
+        self._last_sync = time.monotonic()
+        self.offset = 4
+        # Counters for status and metrics.
+        self.events_written = 0
+        self.bytes_written = 0
+        self.holes_filled = 0
+        self.duplicates_skipped = 0
+        self.fsyncs = 0
+        #: Last position the upstream reported in a heartbeat: (file, end position).
+        self.upstream_pos: tuple[str, int] | None = None
+        self._open_existing(meta.binlog_pos)
+
+    # --- files -------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self.subdir / self.file_name
+
+    def _open_existing(self, position: int) -> None:
+        path = self.path
+        if not self.file_name or not path.exists():
+            self.offset = 4
+            return
+        fde = read_fde(path)
+        size = path.stat().st_size
+        if fde is None:
+            raise RelayDirError(f"{path} has no valid binlog header",
+                                hint="recovery should have removed it; move the file away")
+        if size != position:
+            raise RelayDirError(
+                f"{path} is {size} bytes but relay.meta says {position}",
+                hint="recovery should have reconciled them; this is a bug",
+            )
+        self._set_checksum(fde.checksum_alg)
+        self.progress.set_flavor("mariadb" if fde.is_mariadb else "mysql",
+                                 self._pending_gtid_text)
+        self._fd = self._open(path, create=False)
+        self.offset = size
+
+    def _open(self, path: Path, *, create: bool) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
+        try:
+            return os.open(path, flags, FILE_MODE)
+        except OSError as exc:
+            raise RelayDirError(f"cannot open relay file {path}: {exc.strerror}",
+                                hint="check the relay dir's permissions and free space") from exc
+
+    def _set_checksum(self, alg: int) -> None:
+        self._checksum_alg = alg
+        self._checksum_len = c.CHECKSUM_LEN if alg == c.BINLOG_CHECKSUM_ALG_CRC32 else 0
+
+    def _close_file(self) -> None:
+        if self._fd is not None:
+            self._flush()
+            self._fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+    def close(self) -> None:
+        """Persist what is complete and close.  Safe to call more than once.
+
+        A transaction cut short (the upstream went away mid-transaction) is cut off the file:
+        the next session resumes at the last transaction end, which is what relay.meta says.
+        """
+        if self._fd is None:
+            return
+        self.sync()
+        if self.offset > self.progress.boundary_pos:
+            os.ftruncate(self._fd, self.progress.boundary_pos)
+            self._fsync(self._fd)
+            self.offset = self.progress.boundary_pos
+        os.close(self._fd)
+        self._fd = None
+
+    # --- writing -------------------------------------------------------------------------------
+
+    def _append(self, data: bytes) -> None:
+        self._pending += data
+        self.offset += len(data)
+        self.bytes_written += len(data)
+        self._unsynced = True
+        if len(self._pending) >= _FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending or self._fd is None:
+            return
+        view = memoryview(self._pending)
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as exc:
+            raise RelayDirError(
+                f"cannot write relay file {self.path}: {exc.strerror}",
+                hint="free space or fix the disk, then restart the relay: it resumes from "
+                     "relay.meta and loses nothing",
+            ) from exc
+        finally:
+            view.release()
+        self._pending.clear()
+
+    def _fsync(self, fd: int) -> None:
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise RelayDirError(f"fsync of {self.path} failed: {exc.strerror}",
+                                hint="check the disk; restart the relay to resume") from exc
+        self.fsyncs += 1
+
+    def sync(self) -> None:
+        """Make everything written durable and move relay.meta to the last transaction end."""
+        if self._fd is not None:
+            self._flush()
+            self._fsync(self._fd)
+        if self._dir_dirty:
+            fsync_dir(self.subdir)
+            self._dir_dirty = False
+        meta = RelayMeta(self.file_name, self.progress.boundary_pos, self.progress.gtid_text())
+        if meta != self._meta:
+            try:
+                write_meta(self.subdir, meta)
+            except OSError as exc:
+                raise RelayDirError(f"cannot write {self.subdir}/relay.meta: {exc.strerror}",
+                                    hint="free space or fix the disk, then restart the relay"
+                                    ) from exc
+            self._meta = meta
+        self._unsynced = False
+        self._last_sync = time.monotonic()
+
+    @property
+    def meta(self) -> RelayMeta:
+        """What relay.meta holds now (persisted)."""
+        return self._meta
+
+    def on_idle(self) -> None:
+        """The stream has nothing more for now: make what arrived durable."""
+        if self._unsynced:
+            self.sync()
+
+    # --- events --------------------------------------------------------------------------------
+
+    def handle(self, event: bytes) -> None:
+        """Relay one event as received from the upstream (checksum included)."""
+        if len(event) < c.EVENT_HEADER_LEN:
+            raise BinlogFormatError(f"event of {len(event)} bytes from the upstream")
+        _ts, etype, _sid, size, log_pos, flags = _HEADER.unpack_from(event)
+        if size != len(event):
+            raise BinlogFormatError(
+                f"event header says {size} bytes, the upstream sent {len(event)}")
+        if etype in _SPECIAL:
+            self._handle_special(event, etype, log_pos)
+            return
+        if flags & c.LOG_EVENT_ARTIFICIAL_F:
+            return  # made up by the server for this session, not in its binlog file
+        if self._fd is None:
+            raise BinlogFormatError(
+                f"{c.event_type_name(etype)} event before any FORMAT_DESCRIPTION_EVENT "
+                f"for {self.file_name or 'an unnamed file'}")
+        if self._checksum_alg:
+            verify_checksum(event, self._checksum_alg, offset=log_pos - size)
+        # MariaDB 11.4+ may send log_pos 0; the event then belongs right here.
+        start = log_pos - size if log_pos else self.offset
+        if start != self.offset and not self._line_up(event, start, size):
+            return
+        self._append(event)
+        self.events_written += 1
+        if self.progress.feed(event, self.offset, self._checksum_len) and \
+                time.monotonic() - self._last_sync >= self.sync_interval:
+            self.sync()
+
+    def _line_up(self, event: bytes, start: int, size: int) -> bool:
+        """The event does not start where the file ends: fill a hole or drop a duplicate.
+
+        Returns True when the event should then be written.
+        """
+        delta = (start - self.offset) % _U32
+        if delta >= _U32 // 2:
+            delta -= _U32  # positions past 4 GiB wrap around in the 32-bit header field
+        if delta > 0:
+            dummy = dummy_event(size=delta, end_pos=(self.offset + delta) % _U32,
+                                server_id=int.from_bytes(event[5:9], "little"),
+                                checksum_len=self._checksum_len)
+            log.info("filling a hole of %d bytes at %s:%d", delta, self.file_name, self.offset)
+            self._append(dummy)
+            self.holes_filled += 1
+            return True
+        self._flush()
+        start = self.offset + delta
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            on_disk = f.read(size)
+        if on_disk == event:
+            self.duplicates_skipped += 1
+            return False
+        if len(on_disk) < size:
+            raise RelayConflictError(
+                f"{self.path}: an event from {start} to {start + size} overlaps the end of the "
+                f"file at {self.offset}")
+        raise RelayConflictError(
+            f"{self.path}: the upstream sent different bytes for the event at {start}")
+
+    def _handle_special(self, event: bytes, etype: int, log_pos: int) -> None:
+        if etype == c.FORMAT_DESCRIPTION_EVENT:
+            self._handle_fde(event, log_pos)
+        elif etype == c.ROTATE_EVENT:
+            rotate = parse_rotate_lenient(event)
+            if rotate.fake:
+                self._switch_file(rotate.next_file, rotate.position)
+            else:
+                if self._checksum_alg:
+                    verify_checksum(event, self._checksum_alg, offset=log_pos - len(event))
+                start = log_pos - len(event)
+                if start != self.offset and not self._line_up(event, start, len(event)):
+                    return
+                self._append(event)
+                self.events_written += 1
+                self.progress.feed(event, self.offset, self._checksum_len)
+                self._close_file()
+                self.file_name = rotate.next_file
+                self.offset = 4
+                self.progress.new_file(4)
+                self.sync()
+        else:  # heartbeats: remember how far the upstream is, write nothing
+            name = event[c.EVENT_HEADER_LEN : len(event) - self._checksum_len]
+            self.upstream_pos = (name.decode("utf-8", "replace"), log_pos)
+
+    def _switch_file(self, name: str, position: int) -> None:
+        if not name or name == self.file_name:
+            return
+        if self.file_name and binlog_sort_key(name) < binlog_sort_key(self.file_name):
+            raise RelayConflictError(
+                f"the upstream went back from {self.file_name} to {name}")
+        self._close_file()
+        self.sync()
+        self.file_name = name
+        self.offset = 4
+        self.progress.new_file(4)
+        if position > 4:
+            log.warning("the upstream starts %s at %d, not at its beginning", name, position)
+
+    def _handle_fde(self, event: bytes, log_pos: int) -> None:
+        fde = parse_format_description(event)
+        verify_checksum(event, fde.checksum_alg)
+        self._set_checksum(fde.checksum_alg)
+        self.progress.set_flavor("mariadb" if fde.is_mariadb else "mysql",
+                                 self._pending_gtid_text)
+        if self._fd is not None:
+            return  # the file already starts with this FDE (a resumed dump resends it)
+        if log_pos == 0 or log_pos != 4 + len(event):
+            raise RelayDirError(
+                f"the upstream starts {self.file_name} at a position past its beginning, and "
+                f"the relay has no such file",
+                hint="relay files never start mid-file; start from the beginning of a file")
+        if not self.file_name:
+            raise BinlogFormatError("FORMAT_DESCRIPTION_EVENT before the upstream named its file")
+        self._fd = self._open(self.path, create=True)
+        self._dir_dirty = True
+        self.offset = 0
+        self._append(c.BINLOG_MAGIC + event)
+        self.events_written += 1
+        self.progress.new_file(self.offset)
