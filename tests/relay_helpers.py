@@ -1,0 +1,230 @@
+"""Helpers for end-to-end relay tests: configs, a relay subprocess, checks we did not write."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from binrelay.relay.layout import read_index, read_meta
+from mariadb_server import MariaDBServer
+
+IN_USE_FLAG_OFFSET = 4 + 17  # the FDE's flags byte: the in-use flag lives there
+
+
+def write_config(path: Path, server: MariaDBServer | tuple[str, int], relay_dir: Path,
+                 **keys: Any) -> Path:
+    host, port = (server.host, server.port) if isinstance(server, MariaDBServer) else server
+    data: dict[str, Any] = {"relay-dir": str(relay_dir), "relay-sync-interval": 0.05}
+    from_ = {"host": host, "port": port, "user": "root", "password": ""}
+    from_.update(keys.pop("from_", {}))
+    data.update({k.replace("_", "-"): v for k, v in keys.items()})
+    data["from"] = from_
+    path.write_text(tomli_w.dumps(data))
+    return path
+
+
+def binrelay_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "binrelay.cli.main", *args]
+
+
+def run_binrelay(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(binrelay_cmd(*args), capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+class RelayProcess:
+    """``binrelay relay --config`` in a subprocess."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self._log = open(log, "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(binrelay_cmd("relay", "--config", str(config)),
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+
+    def stop(self, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=timeout)
+        self._log.close()
+        return rc
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self._log.close()
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+
+def current_subdir(relay_dir: Path) -> Path:
+    index = read_index(relay_dir)
+    assert index, f"no server-uuid.index in {relay_dir}"
+    return relay_dir / str(index[-1])
+
+
+def wait_caught_up(relay_dir: Path, server: MariaDBServer, *, timeout: float = 120,
+                   process: RelayProcess | None = None) -> None:
+    """Wait until relay.meta of the last subdir equals the upstream's current position.
+
+    MariaDB appends Binlog_checkpoint events on its own a little after a rotation, so the
+    position must hold still for a while (InnoDB flushes once a second here) to count.
+    """
+    deadline = time.monotonic() + timeout
+    matched_since: float | None = None
+    want = server.master_status()
+    while time.monotonic() < deadline:
+        if process is not None and not process.running:
+            raise AssertionError(f"relay exited with {process.proc.returncode}")
+        want = server.master_status()
+        meta = None
+        with contextlib.suppress(Exception):
+            meta = read_meta(current_subdir(relay_dir))
+        if meta is not None and (meta.binlog_name, meta.binlog_pos) == want:
+            if matched_since is None:
+                matched_since = time.monotonic()
+            elif time.monotonic() - matched_since >= 1.5:
+                return
+        else:
+            matched_since = None
+        time.sleep(0.05)
+    meta = None
+    with contextlib.suppress(Exception):
+        meta = read_meta(current_subdir(relay_dir))
+    raise AssertionError(f"relay did not catch up with {want} in {timeout}s: meta={meta}")
+
+
+def mariadb_binlog_reads(path: Path) -> None:
+    proc = subprocess.run(["mariadb-binlog", str(path)], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, f"mariadb-binlog {path} failed: {proc.stderr[-2000:]}"
+    assert "ERROR" not in proc.stderr, proc.stderr[-2000:]
+
+
+def assert_identical(subdir: Path, server: MariaDBServer, *, files: list[str] | None = None
+                     ) -> list[str]:
+    """Every upstream binlog file (or ``files``) equals its relay copy byte for byte.
+
+    The one allowed difference: the upstream's active file (or one its crash left open) has
+    the in-use flag set in its FDE, which the server clears in what it sends.  Returns the
+    names compared.
+    """
+    names = files if files is not None else [name for name, _size in server.binlog_files()]
+    for name in names:
+        want = server.binlog_path(name).read_bytes()
+        got = (subdir / name).read_bytes()
+        assert len(got) == len(want), f"{name}: relay {len(got)} bytes, upstream {len(want)}"
+        if got != want:
+            diffs = [i for i in range(len(want)) if got[i] != want[i]]
+            allowed = diffs == [IN_USE_FLAG_OFFSET] and \
+                want[IN_USE_FLAG_OFFSET] == got[IN_USE_FLAG_OFFSET] | 1
+            assert allowed, f"{name}: relay differs from upstream at offsets {diffs[:10]}"
+        mariadb_binlog_reads(subdir / name)
+    return names
+
+
+class CuttingProxy:
+    """A TCP proxy on 127.0.0.1 that can cut its connections after N more bytes downstream.
+
+    Cutting in the middle of the byte stream cuts in the middle of an event (or of a
+    packet header), which is what a network failure does.
+    """
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._cut_after: int | None = None
+        self._lock = threading.Lock()
+        self._conns: list[socket.socket] = []
+        self.cuts = 0
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut_after(self, n: int) -> None:
+        with self._lock:
+            self._cut_after = n
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            threading.Thread(target=self._pipe, args=(client, upstream, False),
+                             daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, True),
+                             daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, downstream: bool) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if downstream:
+                    with self._lock:
+                        budget = self._cut_after
+                        if budget is not None and len(data) >= budget:
+                            self._cut_after = None
+                            dst.sendall(data[:budget])
+                            self.cuts += 1
+                            raise ConnectionAbortedError
+                        if budget is not None:
+                            self._cut_after = budget - len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        with self._lock:
+            for s in self._conns:
+                with contextlib.suppress(OSError):
+                    s.close()
+
+
+def file_digest(path: Path) -> bytes:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).digest()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tree_digest(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath) / name
+            out[str(p.relative_to(root))] = file_digest(p)
+    return out

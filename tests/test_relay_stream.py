@@ -1,0 +1,105 @@
+"""The relay against real MariaDB servers under sysbench: byte-identical files, crash safety."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+from binrelay.relay.layout import read_index, read_meta
+from mariadb_server import sysbench_prepare, sysbench_run_background
+from relay_helpers import (
+    CuttingProxy,
+    RelayProcess,
+    assert_identical,
+    current_subdir,
+    wait_caught_up,
+    write_config,
+)
+
+ROTATE_EVERY = 256 * 1024
+
+
+def test_sysbench_with_rotations_is_byte_identical(mariadb_factory, tmp_path: Path) -> None:
+    server = mariadb_factory(server_id=1, max_binlog_size=ROTATE_EVERY)
+    relay_dir = tmp_path / "relay"
+    config = write_config(tmp_path / "relay.toml", server, relay_dir)
+    relay = RelayProcess(config, tmp_path / "relay.log")
+    try:
+        sysbench_prepare(server, tables=2, table_size=2000)
+        with sysbench_run_background(server, tables=2, table_size=2000, time=6) as work:
+            work.wait(timeout=60)
+        server.execute("CREATE TABLE sbtest.t_ddl (id INT PRIMARY KEY, b LONGBLOB)")
+        server.execute("INSERT INTO sbtest.t_ddl VALUES (1, REPEAT('x', 300000))")
+        wait_caught_up(relay_dir, server, process=relay)
+    finally:
+        assert relay.stop() == 0
+    files = server.binlog_files()
+    assert len(files) >= 4, "the workload should have rotated the binlog several times"
+    subdir = current_subdir(relay_dir)
+    assert subdir.name == "0-1.000001"
+    assert_identical(subdir, server)
+    meta = read_meta(subdir)
+    assert meta is not None
+    assert (meta.binlog_name, meta.binlog_pos) == server.master_status()
+    assert meta.binlog_gtid == server.scalar("SELECT @@gtid_binlog_pos")
+    # Files 0600, dirs 0700.
+    assert (subdir.stat().st_mode & 0o777) == 0o700
+    assert all((p.stat().st_mode & 0o777) == 0o600 for p in subdir.iterdir())
+
+
+def test_kill_9_at_random_moments(mariadb_factory, tmp_path: Path) -> None:
+    server = mariadb_factory(server_id=1, max_binlog_size=ROTATE_EVERY)
+    relay_dir = tmp_path / "relay"
+    config = write_config(tmp_path / "relay.toml", server, relay_dir)
+    rng = random.Random(20261122)
+    sysbench_prepare(server, tables=2, table_size=2000)
+    kills = 0
+    with sysbench_run_background(server, tables=2, table_size=2000, time=60):
+        for _ in range(22):
+            relay = RelayProcess(config, tmp_path / "relay.log")
+            time.sleep(rng.uniform(0.15, 1.2))
+            relay.kill()
+            kills += 1
+            # Whatever the moment, what meta says was relayed is on disk.
+            if (relay_dir / "server-uuid.index").exists():
+                subdir = current_subdir(relay_dir)
+                meta = read_meta(subdir)
+                if meta is not None and meta.binlog_pos > 4:
+                    assert (subdir / meta.binlog_name).stat().st_size >= meta.binlog_pos
+    assert kills >= 20
+    relay = RelayProcess(config, tmp_path / "relay.log")
+    try:
+        wait_caught_up(relay_dir, server, process=relay)
+    finally:
+        assert relay.stop() == 0
+    assert read_index(relay_dir) is not None and len(read_index(relay_dir) or []) == 1
+    assert_identical(current_subdir(relay_dir), server)
+
+
+def test_upstream_restart_and_cut_connections(mariadb_factory, tmp_path: Path) -> None:
+    server = mariadb_factory(server_id=1, max_binlog_size=ROTATE_EVERY)
+    proxy = CuttingProxy((server.host, server.port))
+    relay_dir = tmp_path / "relay"
+    config = write_config(tmp_path / "relay.toml", ("127.0.0.1", proxy.port), relay_dir)
+    rng = random.Random(7)
+    sysbench_prepare(server, tables=2, table_size=2000)
+    relay = RelayProcess(config, tmp_path / "relay.log")
+    try:
+        for _round in range(2):
+            with sysbench_run_background(server, tables=2, table_size=2000, time=30):
+                for _ in range(4):
+                    time.sleep(rng.uniform(0.3, 0.8))
+                    # Cut after an odd number of bytes: almost surely inside an event.
+                    proxy.cut_after(rng.randrange(1, 200_000) | 1)
+                time.sleep(0.5)
+                server.kill()  # sysbench exits with the server; that is fine
+            server.start()
+        with sysbench_run_background(server, tables=2, table_size=2000, time=3) as work:
+            work.wait(timeout=60)
+        wait_caught_up(relay_dir, server, process=relay, timeout=180)
+    finally:
+        assert relay.stop() == 0
+        proxy.close()
+    assert proxy.cuts >= 4
+    assert_identical(current_subdir(relay_dir), server)
