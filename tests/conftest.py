@@ -1,4 +1,4 @@
-"""Shared fixtures: throwaway real MariaDB servers (see ``mariadb_server.py``).
+"""Shared fixtures: throwaway real MariaDB servers (see ``binrelay.sandbox``).
 
 ``mariadb_factory(server_id=..., max_binlog_size=..., ...)`` returns a started
 server; everything a test started is stopped at teardown. Set
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mariadb_server import (
+from binrelay.sandbox import (
     INSTALL_DB,
     MARIADBD,
     MariaDBServer,

@@ -16,7 +16,7 @@ from typing import Any
 import tomli_w
 
 from binrelay.relay.layout import read_index, read_meta
-from mariadb_server import MariaDBServer
+from binrelay.sandbox import MariaDBServer
 
 IN_USE_FLAG_OFFSET = 4 + 17  # the FDE's flags byte: the in-use flag lives there
 

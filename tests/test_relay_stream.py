@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from binrelay.relay.layout import read_index, read_meta
-from mariadb_server import sysbench_prepare, sysbench_run_background
+from binrelay.sandbox import sysbench_prepare, sysbench_run_background
 from relay_helpers import (
     CuttingProxy,
     RelayProcess,

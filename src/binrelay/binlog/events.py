@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from binrelay.binlog import constants as c
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError
+from binrelay.gtid import MAX_GNO
 
 _HEADER = struct.Struct("<IBIIIH")
 
@@ -65,6 +66,8 @@ def crc32_ok(event: bytes | bytearray | memoryview) -> bool:
 
 def fde_crc32_ok(event: bytes | bytearray | memoryview) -> bool:
     """FDE checksums ignore the in-use flag, so closing a file keeps them valid."""
+    if len(event) < c.EVENT_HEADER_LEN + c.CHECKSUM_LEN:
+        return False
     view = bytearray(event)
     view[17] &= ~c.LOG_EVENT_BINLOG_IN_USE_F & 0xFF
     return crc32_ok(view)
@@ -78,7 +81,7 @@ def verify_checksum(event: bytes | bytearray | memoryview, checksum_alg: int,
                     *, offset: int | None = None, path: str | None = None) -> None:
     if checksum_alg != c.BINLOG_CHECKSUM_ALG_CRC32:
         return
-    event_type = event[4]
+    event_type = event[4] if len(event) > 4 else c.UNKNOWN_EVENT
     ok = fde_crc32_ok(event) if event_type == c.FORMAT_DESCRIPTION_EVENT else crc32_ok(event)
     if not ok:
         raise ChecksumMismatchError(
@@ -196,6 +199,8 @@ def parse_rotate_lenient(event: bytes | bytearray | memoryview) -> Rotate:
 # --- Query -----------------------------------------------------------------------------------
 
 _QUERY_POST_HEADER = 13  # thread_id 4, exec_time 4, db_len 1, error_code 2, status_vars_len 2
+# Execute_load_query adds file_id 4, fn_pos_start 4, fn_pos_end 4, dup_handling 1.
+_EXECUTE_LOAD_QUERY_EXTRA = 13
 
 
 def query_text_prefix(event: bytes | bytearray | memoryview, checksum_len: int,
@@ -205,9 +210,12 @@ def query_text_prefix(event: bytes | bytearray | memoryview, checksum_len: int,
     base = c.EVENT_HEADER_LEN
     if size < base + _QUERY_POST_HEADER:
         raise BinlogFormatError("QUERY_EVENT truncated")
+    post_header = _QUERY_POST_HEADER
+    if event[4] == c.EXECUTE_LOAD_QUERY_EVENT:
+        post_header += _EXECUTE_LOAD_QUERY_EXTRA
     db_len = event[base + 8]
     status_len = int.from_bytes(event[base + 11 : base + 13], "little")
-    start = base + _QUERY_POST_HEADER + status_len + db_len + 1
+    start = base + post_header + status_len + db_len + 1
     if start > size:
         raise BinlogFormatError("QUERY_EVENT truncated")
     return bytes(event[start : min(size, start + limit)])
@@ -268,4 +276,6 @@ def parse_mysql_gtid(event: bytes | bytearray | memoryview) -> MysqlGtidEvent:
         raise BinlogFormatError("GTID_LOG_EVENT truncated")
     uuid = _format_uuid(bytes(event[base + 1 : base + 17]))
     gno = int.from_bytes(event[base + 17 : base + 25], "little", signed=True)
+    if not 1 <= gno <= MAX_GNO:
+        raise BinlogFormatError(f"GTID_LOG_EVENT has transaction number {gno} out of range")
     return MysqlGtidEvent(uuid=uuid, gno=gno)

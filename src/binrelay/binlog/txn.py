@@ -18,8 +18,9 @@ from binrelay.binlog import constants as c
 
 _IDLE, _AFTER_GTID, _IN_TRX, _STANDALONE = range(4)
 
-_ENDING_QUERY_PREFIXES = (b"COMMIT", b"ROLLBACK", b"XA COMMIT", b"XA ROLLBACK", b"XA END",
-                          b"XA PREPARE")
+# Not "XA END": an XA transaction's "XA END" Query is followed by its XA_PREPARE event (or by
+# "XA COMMIT ... ONE PHASE"), which is what ends the group.
+_ENDING_QUERY_PREFIXES = (b"COMMIT", b"ROLLBACK", b"XA COMMIT", b"XA ROLLBACK", b"XA PREPARE")
 
 #: Event types that may sit inside an event group without ending it.
 _IN_GROUP_TYPES = frozenset({
@@ -40,6 +41,9 @@ def _is_begin(prefix: bytes) -> bool:
 
 def _is_end(prefix: bytes) -> bool:
     upper = prefix.lstrip().upper()
+    if upper.startswith(b"ROLLBACK TO"):
+        # "ROLLBACK TO `sp`" (a savepoint) is logged inside the transaction it belongs to.
+        return False
     return any(upper.startswith(p) for p in _ENDING_QUERY_PREFIXES)
 
 

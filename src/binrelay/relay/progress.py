@@ -15,6 +15,7 @@ from binrelay.binlog.events import (
     query_text_prefix,
 )
 from binrelay.binlog.txn import TxnTracker, needs_query_prefix
+from binrelay.errors import BinlogFormatError, GtidError
 from binrelay.gtid import GtidSet, MariaGtid, MariaGtidSet, MysqlGtidSet, parse_gtid_set
 
 
@@ -69,12 +70,19 @@ class Progress:
             boundary = self._tracker.feed(event_type, query_prefix=prefix)
         elif event_type == c.GTID_LIST_EVENT:
             triples = parse_maria_gtid_list(event, checksum_len)
-            listed = MariaGtidSet.parse(",".join(f"{d}-{s}-{n}" for d, s, n in triples))
+            # The list is the binlog *state*: one entry per (domain, server_id), the domain's
+            # latest last.  Keeping the last entry per domain gives the position.
+            latest = {d: MariaGtid(d, s, n) for d, s, n in triples}
+            listed = MariaGtidSet(tuple(latest.values()))
             self._union(listed)
             boundary = self._tracker.feed(event_type)
         elif event_type == c.PREVIOUS_GTIDS_LOG_EVENT:
             body = bytes(event[c.EVENT_HEADER_LEN : len(event) - checksum_len])
-            self._union(MysqlGtidSet.decode(body))
+            try:
+                previous = MysqlGtidSet.decode(body)
+            except GtidError as exc:
+                raise BinlogFormatError(f"bad PREVIOUS_GTIDS_LOG_EVENT: {exc.message}") from exc
+            self._union(previous)
             boundary = self._tracker.feed(event_type)
         else:
             boundary = self._tracker.feed(event_type)

@@ -56,6 +56,14 @@ def recover_subdir(subdir: Path, meta: RelayMeta | None, *, flavor: str | None) 
     meta_pos = meta.binlog_pos if meta is not None and meta.binlog_name == last else None
 
     if result.fde is None:
+        if meta_pos is not None and 4 < meta_pos <= result.size:
+            # The header lies within bytes relay.meta says were durable: it is damaged, not torn.
+            raise RelayDirError(
+                f"relay file {path} has no readable binlog header ({result.stop_reason}), "
+                f"but relay.meta records it as relayed up to {meta_pos}",
+                hint="move the file (and later ones) out of the subdir and set relay.meta to the "
+                     "file's start; the relay will fetch it again",
+            )
         # Only the magic (or nothing) was written: the file holds no transaction.
         os.unlink(path)
         new = RelayMeta(last, 4, gtids)
@@ -64,8 +72,10 @@ def recover_subdir(subdir: Path, meta: RelayMeta | None, *, flavor: str | None) 
                     subdir, last)
         return Recovery(new, removed_file=last, meta_rewound=bool(meta_pos and meta_pos > 4))
 
+    # A file that merely ends early (cut mid-event) lost its tail: fetch it again.  Bytes that
+    # are there but wrong, before what meta says is durable, are corruption.
     if meta_pos is not None and result.stop_reason and result.stop_pos < meta_pos \
-            and result.stop_pos < result.size:
+            and not result.torn_tail:
         raise RelayDirError(
             f"relay file {path} is corrupt at offset {result.stop_pos} ({result.stop_reason}), "
             f"before the position {meta_pos} that relay.meta records as relayed",

@@ -21,6 +21,7 @@ from binrelay.errors import BinlogFormatError
 from binrelay.relay.progress import Progress
 
 _CHUNK = 1 << 20
+_TORN = "partial event at the end"
 _HEADER = struct.Struct("<IBIIIH")
 
 
@@ -34,6 +35,8 @@ class ScanResult:
     #: Where scanning stopped and why ("" when the whole file is whole events).
     stop_pos: int
     stop_reason: str
+    #: The scan stopped only because the file ends inside an event.
+    torn_tail: bool
     #: The file ends with a real Rotate at ``safe_pos``: the upstream moved on to this file.
     rotated_to: str | None
 
@@ -62,7 +65,7 @@ def scan_file(path: Path, *, flavor: str | None, start: int = 0,
     fde = read_fde(path)
     if fde is None:
         reason = "no binlog header" if size else "empty file"
-        return ScanResult(size, None, 0, "", 0, reason, None)
+        return ScanResult(size, None, 0, "", 0, reason, False, None)
     fde_end = 4 + _fde_size(path)
     flavor = flavor or ("mariadb" if fde.is_mariadb else "mysql")
     pos = max(start, fde_end)
@@ -82,7 +85,7 @@ def scan_file(path: Path, *, flavor: str | None, start: int = 0,
                               else max(_CHUNK, _HEADER.unpack_from(buf, off)[3]))
                 if not more:
                     if pos < size:
-                        stop_reason = "partial event at the end"
+                        stop_reason = _TORN
                     break
                 buf = buf[off:] + more
                 base = pos
@@ -103,7 +106,7 @@ def scan_file(path: Path, *, flavor: str | None, start: int = 0,
             pos += esize
     return ScanResult(
         size=size, fde=fde, safe_pos=progress.boundary_pos, safe_gtids=progress.gtid_text(),
-        stop_pos=pos, stop_reason=stop_reason,
+        stop_pos=pos, stop_reason=stop_reason, torn_tail=stop_reason == _TORN,
         rotated_to=rotated_to if rotated_to and progress.boundary_pos == size else None,
     )
 

@@ -1,4 +1,4 @@
-"""Throwaway real MariaDB servers (and sysbench workloads) for integration tests.
+"""Throwaway real MariaDB servers (and sysbench workloads): the demo's sandbox and the tests'.
 
 Every server is a private ``mariadbd`` started with ``--no-defaults`` on a free
 127.0.0.1 port, with its datadir copied from a template that

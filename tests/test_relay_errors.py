@@ -1,0 +1,113 @@
+"""Bad input: one clear line, a non-zero exit, no file damaged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from binrelay.relay.layout import list_binlogs, read_meta
+from relay_helpers import (
+    RelayProcess,
+    assert_identical,
+    current_subdir,
+    free_port,
+    run_binrelay,
+    tree_digest,
+    wait_caught_up,
+    write_config,
+)
+
+
+def _fails_with(config: Path, *needles: str, code: int | None = None) -> str:
+    proc = run_binrelay("relay", "--config", str(config))
+    assert proc.returncode != 0, proc.stderr
+    if code is not None:
+        assert proc.returncode == code
+    assert "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("binrelay: error:"), proc.stderr
+    for needle in needles:
+        assert needle in last, last
+    return last
+
+
+def test_wrong_password(mariadb, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", mariadb, tmp_path / "relay",
+                          from_={"user": "repl", "password": "not-the-password"})
+    line = _fails_with(config, "refused user 'repl'", "password")
+    assert "not-the-password" not in line
+    assert not list((tmp_path / "relay").glob("*/mysql-bin.*"))
+
+
+def test_unreachable_host(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", ("127.0.0.1", free_port()), tmp_path / "relay")
+    _fails_with(config, "cannot reach upstream", "[from] host and port")
+
+
+def test_binlog_format_not_row(mariadb_factory, tmp_path: Path) -> None:
+    server = mariadb_factory(server_id=1, binlog_format="STATEMENT")
+    config = write_config(tmp_path / "c.toml", server, tmp_path / "relay")
+    _fails_with(config, "binlog_format=STATEMENT", "ROW")
+
+
+def test_malformed_gtid(mariadb, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", mariadb, tmp_path / "relay", enable_gtid=True,
+                          relay_binlog_gtid="0-1-x")
+    _fails_with(config, "relay-binlog-gtid", code=2)
+
+
+def test_unknown_relay_binlog_name(mariadb, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", mariadb, tmp_path / "relay",
+                          relay_binlog_name="mysql-bin.000099")
+    _fails_with(config, "mysql-bin.000099", "not on the upstream")
+
+
+def test_unwritable_relay_dir(mariadb, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    config = write_config(tmp_path / "c.toml", mariadb, blocker / "relay")
+    _fails_with(config, "cannot create relay directory", str(blocker / "relay"))
+    assert blocker.read_text() == "not a directory"
+
+
+def _relayed(tmp_path: Path, server) -> tuple[Path, Path]:
+    server.execute("CREATE DATABASE d")
+    server.execute("CREATE TABLE d.t (id INT PRIMARY KEY AUTO_INCREMENT, v VARCHAR(200))")
+    for _ in range(200):
+        server.execute("INSERT INTO d.t (v) VALUES (REPEAT('v', 150))")
+    relay_dir = tmp_path / "relay"
+    config = write_config(tmp_path / "c.toml", server, relay_dir)
+    relay = RelayProcess(config, tmp_path / "relay.log")
+    try:
+        wait_caught_up(relay_dir, server, process=relay)
+    finally:
+        assert relay.stop() == 0
+    return config, relay_dir
+
+
+def test_corrupted_last_relay_file(mariadb, tmp_path: Path) -> None:
+    config, relay_dir = _relayed(tmp_path, mariadb)
+    subdir = current_subdir(relay_dir)
+    path = subdir / list_binlogs(subdir)[-1]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    before = tree_digest(relay_dir)
+    _fails_with(config, "corrupt at offset", str(path))
+    assert tree_digest(relay_dir) == before
+
+
+def test_truncated_last_relay_file_is_fetched_again(mariadb, tmp_path: Path) -> None:
+    config, relay_dir = _relayed(tmp_path, mariadb)
+    subdir = current_subdir(relay_dir)
+    path = subdir / list_binlogs(subdir)[-1]
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size // 2 + 3)
+    relay = RelayProcess(config, tmp_path / "relay2.log")
+    try:
+        wait_caught_up(relay_dir, mariadb, process=relay)
+    finally:
+        assert relay.stop() == 0
+    assert_identical(subdir, mariadb)
+    assert "rewinding" in (tmp_path / "relay2.log").read_text()
+    meta = read_meta(subdir)
+    assert meta is not None and (meta.binlog_name, meta.binlog_pos) == mariadb.master_status()
