@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 MAGIC = b"\xfebin"
 HEADER_LEN = 19
@@ -409,3 +411,38 @@ class BinlogBuilder:
         if gno is None:
             gno = max(self._mysql.get(uuid, {0})) + 1
         return gno
+
+
+# ----------------------------------------------------------------------------- reading files
+
+
+CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "mysql-captures"
+
+
+def capture_binlogs() -> list[Path]:
+    """Every binlog file among the MySQL captures (those that start with the magic)."""
+    if not CAPTURES.is_dir():
+        return []
+    return sorted(p for p in CAPTURES.rglob("*")
+                  if p.is_file() and p.suffix not in (".md", ".txt", ".sql", ".json")
+                  and p.read_bytes()[:4] == MAGIC)
+
+
+def walk(data: bytes, start: int = 4) -> Iterator[tuple[int, bytes]]:
+    """(offset, whole event) for each complete event from ``start``; stops at a torn tail."""
+    pos = start
+    while pos + HEADER_LEN <= len(data):
+        size = struct.unpack_from("<I", data, pos + 9)[0]
+        if size < HEADER_LEN or pos + size > len(data):
+            return
+        yield pos, data[pos : pos + size]
+        pos += size
+
+
+def query_text(ev: bytes, checksum_len: int) -> bytes:
+    """The statement of a Query (2) or Execute_load_query (18) event."""
+    db_len = ev[HEADER_LEN + 8]
+    status_len = struct.unpack_from("<H", ev, HEADER_LEN + 11)[0]
+    post_header = 13 + (13 if ev[4] == 18 else 0)
+    start = HEADER_LEN + post_header + status_len + db_len + 1
+    return ev[start : len(ev) - checksum_len]
