@@ -137,6 +137,10 @@ def parse_format_description(event: bytes | bytearray | memoryview) -> FormatDes
         raise BinlogFormatError("FORMAT_DESCRIPTION_EVENT truncated")
     binlog_version = int.from_bytes(body[0:2], "little")
     raw_version = body[2:52].split(b"\0", 1)[0]
+    if not _VERSION_RE.match(raw_version):
+        # Every server writes "major.minor.patch..."; without it the checksum byte's presence
+        # is unknowable, and guessing "absent" would skip the CRC check of a damaged FDE.
+        raise BinlogFormatError(f"FORMAT_DESCRIPTION_EVENT has no server version: {raw_version!r}")
     create_timestamp = int.from_bytes(body[52:56], "little")
     header_length = body[56]
     rest = body[57:]

@@ -23,7 +23,7 @@ _IDLE, _AFTER_GTID, _IN_TRX, _STANDALONE = range(4)
 _ENDING_QUERY_PREFIXES = (b"COMMIT", b"ROLLBACK", b"XA COMMIT", b"XA ROLLBACK", b"XA PREPARE")
 
 #: Event types that may sit inside an event group without ending it.
-_IN_GROUP_TYPES = frozenset({
+IN_GROUP_TYPES = frozenset({
     c.TABLE_MAP_EVENT, c.WRITE_ROWS_EVENT_V1, c.UPDATE_ROWS_EVENT_V1, c.DELETE_ROWS_EVENT_V1,
     c.WRITE_ROWS_EVENT, c.UPDATE_ROWS_EVENT, c.DELETE_ROWS_EVENT, c.PARTIAL_UPDATE_ROWS_EVENT,
     c.WRITE_ROWS_COMPRESSED_EVENT_V1, c.UPDATE_ROWS_COMPRESSED_EVENT_V1,
@@ -63,13 +63,18 @@ class TxnTracker:
     def in_transaction(self) -> bool:
         return self._state != _IDLE
 
+    @property
+    def awaiting_body(self) -> bool:
+        """After a MySQL GTID event, before the group's first event: BEGIN or a DDL may follow."""
+        return self._state == _AFTER_GTID
+
     def reset(self) -> None:
         self._state = _IDLE
 
     def feed(self, event_type: int, *, maria_flags: int = 0, query_prefix: bytes = b"") -> bool:
         """``maria_flags``: the MariaDB GTID event's flags; ``query_prefix``: a Query's start."""
         state = self._state
-        if event_type in _IN_GROUP_TYPES:
+        if event_type in IN_GROUP_TYPES:
             if state == _AFTER_GTID:
                 self._state = _IN_TRX
             return False

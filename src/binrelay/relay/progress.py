@@ -2,116 +2,140 @@
 
 Fed every event of one file in order (by the writer as it relays, by recovery as it rescans a
 file), it knows the end of the last complete transaction and the GTID set relayed up to there.
-Pure: no I/O.
+GTIDs are committed to the set only when their transaction ends, so the set always describes
+``boundary_pos``.  The set is kept in a plain mutable form (this runs once per transaction on
+the relay's hot path) and turned into text only when asked.  Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import struct
+
 from binrelay.binlog import constants as c
 from binrelay.binlog.events import (
-    parse_maria_gtid,
     parse_maria_gtid_list,
     parse_mysql_gtid,
     query_text_prefix,
 )
 from binrelay.binlog.txn import TxnTracker, needs_query_prefix
 from binrelay.errors import BinlogFormatError, GtidError
-from binrelay.gtid import GtidSet, MariaGtid, MariaGtidSet, MysqlGtidSet, parse_gtid_set
+from binrelay.gtid import GtidSet, MariaGtidSet, MysqlGtidSet, parse_gtid_set
+
+_MARIA_GTID = struct.Struct("<QIB")
 
 
 class Progress:
-    """Not thread-safe.  ``boundary_pos``/``boundary_gtids`` describe the last transaction end."""
+    """Not thread-safe.  ``boundary_pos`` is the end of the last complete transaction."""
 
-    __slots__ = ("_pending", "_tracker", "boundary_gtids", "boundary_pos", "flavor", "gtids")
+    __slots__ = ("_maria", "_mysql", "_mysql_added", "_pending", "_text", "_tracker",
+                 "boundary_pos", "flavor")
 
     def __init__(self, *, flavor: str | None, gtid_text: str = "", position: int = 4) -> None:
         self.flavor = flavor
-        self.gtids: GtidSet | None = None
-        if gtid_text and flavor:
-            self.gtids = parse_gtid_set(gtid_text, flavor)
-        self.boundary_pos = position
-        self.boundary_gtids = self.gtids
-        self._tracker = TxnTracker()
+        #: MariaDB: domain -> (server_id, seq_no) of the domain's last GTID.
+        self._maria: dict[int, tuple[int, int]] = {}
+        #: MySQL: the set, plus GTIDs added since it was last folded in.
+        self._mysql: MysqlGtidSet | None = None
+        self._mysql_added: list[tuple[str, int]] = []
+        self._text: str | None = gtid_text
         self._pending: tuple | None = None
+        self._tracker = TxnTracker()
+        self.boundary_pos = position
+        if gtid_text and flavor:
+            self._load(parse_gtid_set(gtid_text, flavor))
+
+    # --- the GTID set --------------------------------------------------------------------
+
+    def _load(self, gtids: GtidSet) -> None:
+        if isinstance(gtids, MariaGtidSet):
+            for g in gtids:
+                self._merge_maria(g.domain_id, g.server_id, g.seq_no)
+        else:
+            self._mysql = gtids if self._mysql is None else self._mysql.union(gtids)
+        self._text = None
+
+    def _merge_maria(self, domain: int, server: int, seq: int) -> None:
+        old = self._maria.get(domain)
+        if old is None or seq >= old[1]:
+            self._maria[domain] = (server, seq)
+
+    def gtid_text(self) -> str:
+        if self._text is None:
+            if self._maria:
+                self._text = ",".join(f"{d}-{s}-{q}" for d, (s, q) in sorted(self._maria.items()))
+            elif self._mysql is not None or self._mysql_added:
+                base = self._mysql or MysqlGtidSet()
+                for uuid, gno in self._mysql_added:
+                    base = base.add(uuid, gno)
+                self._mysql, self._mysql_added = base, []
+                self._text = str(base)
+            else:
+                self._text = ""
+        return self._text
+
+    def set_flavor(self, flavor: str, pending_text: str = "") -> None:
+        """The flavour becomes known from the first FDE; parse what meta said then."""
+        if self.flavor is None:
+            self.flavor = flavor
+            if pending_text:
+                self._load(parse_gtid_set(pending_text, flavor))
+
+    # --- events ----------------------------------------------------------------------------
 
     @property
     def in_transaction(self) -> bool:
         return self._tracker.in_transaction
 
-    def gtid_text(self) -> str:
-        return "" if self.boundary_gtids is None else str(self.boundary_gtids)
-
-    def set_flavor(self, flavor: str, pending_text: str = "") -> None:
-        if self.flavor is None:
-            self.flavor = flavor
-            if pending_text:
-                self.gtids = parse_gtid_set(pending_text, flavor)
-                self.boundary_gtids = self.gtids
+    @property
+    def awaiting_body(self) -> bool:
+        return self._tracker.awaiting_body
 
     def new_file(self, position: int = 4) -> None:
         """A transaction never spans files: a new file starts at a boundary."""
         self._tracker.reset()
         self._pending = None
         self.boundary_pos = position
-        self.boundary_gtids = self.gtids
 
     def feed(self, event: bytes | bytearray | memoryview, end_pos: int, checksum_len: int) -> bool:
         """Account for one event ending at ``end_pos``; True when it ends a transaction."""
         event_type = event[4]
         if event_type == c.GTID_EVENT:
-            gtid = parse_maria_gtid(event)
-            self._pending = ("maria", gtid)
-            boundary = self._tracker.feed(event_type, maria_flags=gtid.flags)
+            if len(event) < c.EVENT_HEADER_LEN + 13:
+                raise BinlogFormatError("GTID_EVENT truncated")
+            seq, domain, flags = _MARIA_GTID.unpack_from(event, c.EVENT_HEADER_LEN)
+            self._pending = (domain, int.from_bytes(event[5:9], "little"), seq)
+            boundary = self._tracker.feed(event_type, maria_flags=flags)
         elif event_type == c.GTID_LOG_EVENT:
-            self._pending = ("mysql", parse_mysql_gtid(event))
+            gtid = parse_mysql_gtid(event)
+            self._pending = (gtid.uuid, gtid.gno)
             boundary = self._tracker.feed(event_type)
         elif needs_query_prefix(event_type):
-            prefix = query_text_prefix(memoryview(event)[: len(event)], checksum_len)
+            prefix = query_text_prefix(event, checksum_len)
             boundary = self._tracker.feed(event_type, query_prefix=prefix)
         elif event_type == c.GTID_LIST_EVENT:
-            triples = parse_maria_gtid_list(event, checksum_len)
-            # The list is the binlog *state*: one entry per (domain, server_id), the domain's
-            # latest last.  Keeping the last entry per domain gives the position.
-            latest = {d: MariaGtid(d, s, n) for d, s, n in triples}
-            listed = MariaGtidSet(tuple(latest.values()))
-            self._union(listed)
+            for domain, server, seq in parse_maria_gtid_list(event, checksum_len):
+                self._merge_maria(domain, server, seq)
+            self._text = None
             boundary = self._tracker.feed(event_type)
         elif event_type == c.PREVIOUS_GTIDS_LOG_EVENT:
             body = bytes(event[c.EVENT_HEADER_LEN : len(event) - checksum_len])
             try:
                 previous = MysqlGtidSet.decode(body)
             except GtidError as exc:
+                # Callers (scan, the writer) stop at format errors; a GtidError would escape.
                 raise BinlogFormatError(f"bad PREVIOUS_GTIDS_LOG_EVENT: {exc.message}") from exc
-            self._union(previous)
+            self._load(previous)
             boundary = self._tracker.feed(event_type)
         else:
             boundary = self._tracker.feed(event_type)
         if boundary:
-            self._commit_pending()
+            pending = self._pending
+            if pending is not None:
+                self._pending = None
+                if len(pending) == 3:
+                    self._merge_maria(*pending)
+                else:
+                    self._mysql_added.append(pending)
+                self._text = None
             self.boundary_pos = end_pos
-            self.boundary_gtids = self.gtids
         return boundary
-
-    def _union(self, listed: GtidSet) -> None:
-        if self.gtids is None:
-            self.gtids = listed
-        elif type(self.gtids) is type(listed):
-            self.gtids = self.gtids.union(listed)  # type: ignore[arg-type]
-        else:
-            # The upstream's flavour changed under us (a MySQL set in a MariaDB stream):
-            # the new server's own list is the only meaningful one.
-            self.gtids = listed
-
-    def _commit_pending(self) -> None:
-        pending = self._pending
-        if pending is None:
-            return
-        self._pending = None
-        kind, gtid = pending
-        if kind == "maria":
-            item = MariaGtid(gtid.domain_id, gtid.server_id, gtid.seq_no)
-            base = self.gtids if isinstance(self.gtids, MariaGtidSet) else MariaGtidSet.parse("")
-            self.gtids = base.add(item)
-        else:
-            base = self.gtids if isinstance(self.gtids, MysqlGtidSet) else MysqlGtidSet.parse("")
-            self.gtids = base.add(gtid.uuid, gtid.gno)

@@ -73,9 +73,11 @@ def recover_subdir(subdir: Path, meta: RelayMeta | None, *, flavor: str | None) 
         return Recovery(new, removed_file=last, meta_rewound=bool(meta_pos and meta_pos > 4))
 
     # A file that merely ends early (cut mid-event) lost its tail: fetch it again.  Bytes that
-    # are there but wrong, before what meta says is durable, are corruption.
+    # are there but wrong, before what meta says is durable, are corruption.  So is an event
+    # before meta's position that seems to run past the end of a file that holds all of those
+    # bytes: its size field is damaged.
     if meta_pos is not None and result.stop_reason and result.stop_pos < meta_pos \
-            and not result.torn_tail:
+            and (not result.torn_tail or result.size >= meta_pos):
         raise RelayDirError(
             f"relay file {path} is corrupt at offset {result.stop_pos} ({result.stop_reason}), "
             f"before the position {meta_pos} that relay.meta records as relayed",

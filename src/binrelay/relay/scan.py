@@ -47,6 +47,8 @@ def read_fde(path: Path) -> FormatDescription | None:
         if len(head) < 4 + c.EVENT_HEADER_LEN or head[:4] != c.BINLOG_MAGIC:
             return None
         size = _HEADER.unpack_from(head, 4)[3]
+        if size < c.EVENT_HEADER_LEN:  # f.read() refuses a negative length
+            return None
         event = head[4:] + f.read(size - c.EVENT_HEADER_LEN)
     if len(event) < size or event[4] != c.FORMAT_DESCRIPTION_EVENT:
         return None

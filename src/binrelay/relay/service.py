@@ -138,7 +138,7 @@ class RelayService:
                 on_idle=writer.on_idle, should_stop=self.stopping,
             )
             try:
-                for event in stream:
+                for event in stream.events(writer.consume_packets):
                     writer.handle(event)
                     got_events = True
                     if self._stop:

@@ -16,6 +16,7 @@ import logging
 import os
 import struct
 import time
+import zlib
 from pathlib import Path
 
 from binrelay.binlog import constants as c
@@ -25,7 +26,13 @@ from binrelay.binlog.events import (
     parse_rotate_lenient,
     verify_checksum,
 )
-from binrelay.errors import BinlogFormatError, RelayConflictError, RelayDirError
+from binrelay.errors import (
+    BinlogFormatError,
+    ChecksumMismatchError,
+    RelayConflictError,
+    RelayDirError,
+)
+from binrelay.relay.hotloop import BORING, take_run
 from binrelay.relay.layout import (
     FILE_MODE,
     RelayMeta,
@@ -39,6 +46,8 @@ from binrelay.relay.scan import read_fde
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("<IBIIIH")
+_U32_LE = struct.Struct("<I")
+_MAX_PACKET = 0xFFFFFF
 _FLUSH_BYTES = 1 << 20
 _U32 = 1 << 32
 
@@ -205,6 +214,41 @@ class RelayWriter:
 
     # --- events --------------------------------------------------------------------------------
 
+    def consume_packets(self, data: bytes, pos: int) -> int:
+        """Relay the ``0x00 + event`` packets in ``data`` from ``pos``; return where it stopped.
+
+        Runs of ordinary events go through the hot loop (``hotloop.take_run``), the events
+        between them through ``handle``.  Stops before a partial packet or a packet that is
+        not an event, which the stream deals with.
+        """
+        n = len(data)
+        pending = self._pending
+        while self._fd is not None:
+            if not self.progress.awaiting_body:
+                before = self.offset
+                pos, self.offset, count, bad_crc = take_run(
+                    data, pos, before, self._checksum_alg == c.BINLOG_CHECKSUM_ALG_CRC32,
+                    BORING, pending)
+                if count:
+                    self.events_written += count
+                    self.bytes_written += self.offset - before
+                    self._unsynced = True
+                if bad_crc:
+                    raise ChecksumMismatchError(
+                        f"CRC32 mismatch in an event from the upstream for {self.file_name}",
+                        offset=self.offset)
+            if n - pos < 5:
+                break
+            length = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16)
+            end = pos + 4 + length
+            if end > n or length >= _MAX_PACKET or data[pos + 4] != 0:
+                break
+            self.handle(data[pos + 5 : end])
+            pos = end
+        if len(pending) >= _FLUSH_BYTES:
+            self._flush()
+        return pos
+
     def handle(self, event: bytes) -> None:
         """Relay one event as received from the upstream (checksum included)."""
         if len(event) < c.EVENT_HEADER_LEN:
@@ -222,8 +266,8 @@ class RelayWriter:
             raise BinlogFormatError(
                 f"{c.event_type_name(etype)} event before any FORMAT_DESCRIPTION_EVENT "
                 f"for {self.file_name or 'an unnamed file'}")
-        if self._checksum_alg:
-            verify_checksum(event, self._checksum_alg, offset=log_pos - size)
+        if self._checksum_alg and zlib.crc32(event[:-4]) != _U32_LE.unpack_from(event, size - 4)[0]:
+            verify_checksum(event, self._checksum_alg, offset=log_pos - size)  # raises
         # MariaDB 11.4+ may send log_pos 0; the event then belongs right here.
         start = log_pos - size if log_pos else self.offset
         if start != self.offset and not self._line_up(event, start, size):

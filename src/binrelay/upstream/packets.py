@@ -107,10 +107,23 @@ class EventStream:
                 continue
 
     def __iter__(self) -> Iterator[bytes]:
+        return self.events()
+
+    def events(self, consume: Callable[[bytes, int], int] | None = None) -> Iterator[bytes]:
+        """Yield each event; ``consume`` may take runs of ordinary packets first.
+
+        ``consume(data, pos)`` is offered the received bytes from ``pos`` on, takes as many
+        whole ``0x00 + event`` packets as it likes and returns the position after the last one
+        it took.  What it leaves (a partial packet, an error or EOF packet, a 16 MiB+ event, or
+        an event it prefers to see alone) is yielded or handled here.  This lets the relay's hot
+        loop run over a whole receive buffer without a generator step per event.
+        """
         data = b""
         pos = 0
         recv = self._recv
         while True:
+            if consume is not None and pos < len(data):
+                pos = consume(data, pos)
             avail = len(data) - pos
             if avail < 4:
                 data = data[pos:] + recv(4 - avail)

@@ -1,0 +1,147 @@
+/*
+ * The relay's hot loop in C: take the run of ordinary events at the start of a receive buffer.
+ *
+ * Semantics are exactly those of take_run_python (relay/hotloop.py); that function
+ * is the specification and the fallback when this module is not built, and a test runs both
+ * on the same bytes.  An event is taken when its packet is whole (0x00 marker, shorter than
+ * 16 MiB - 1), its type is flagged in `boring`, it is not artificial, it starts where the
+ * file ends (log_pos - size == offset), its size matches the packet, and (when asked) its
+ * CRC32 matches.  The first event that fails any test stops the run; Python decides about it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc32_buf(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+                      (uint32_t)p[7] << 24;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static inline uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* take_run(data, pos, offset, check_crc, boring, out) -> (pos, offset, count, bad_crc) */
+static PyObject *take_run(PyObject *self, PyObject *args)
+{
+    Py_buffer data, boring;
+    Py_ssize_t pos;
+    long long offset;
+    int check_crc;
+    PyObject *out;
+    if (!PyArg_ParseTuple(args, "y*nLpy*O!", &data, &pos, &offset, &check_crc, &boring,
+                          &PyByteArray_Type, &out))
+        return NULL;
+    if (boring.len < 256) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&boring);
+        PyErr_SetString(PyExc_ValueError, "boring must have 256 entries");
+        return NULL;
+    }
+    const unsigned char *buf = data.buf;
+    const unsigned char *flags = boring.buf;
+    Py_ssize_t n = data.len, start_pos = pos, total = 0, count = 0;
+    int bad_crc = 0;
+    long long off = offset;
+
+    /* First pass: find the run and its size, so `out` grows once. */
+    while (n - pos >= 4 + 19) {
+        uint32_t length = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16;
+        Py_ssize_t end = pos + 4 + (Py_ssize_t)length;
+        if (end > n || length >= 0xFFFFFF || buf[pos + 4] != 0)
+            break;
+        const unsigned char *ev = buf + pos + 5;
+        uint8_t type = ev[4];
+        uint32_t size = le32(ev + 9), log_pos = le32(ev + 13);
+        uint16_t eflags = (uint16_t)(ev[17] | ev[18] << 8);
+        if (!flags[type] || (eflags & 0x20) || size != length - 1 ||
+            (long long)log_pos - (long long)size != off)
+            break;
+        if (check_crc && (size < 23 || crc32_buf(ev, size - 4) != le32(ev + size - 4))) {
+            bad_crc = 1;
+            break;
+        }
+        off = log_pos;
+        total += size;
+        count++;
+        pos = end;
+    }
+    if (total) {
+        Py_ssize_t old = PyByteArray_GET_SIZE(out);
+        if (PyByteArray_Resize(out, old + total) < 0) {
+            PyBuffer_Release(&data);
+            PyBuffer_Release(&boring);
+            return NULL;
+        }
+        char *dst = PyByteArray_AS_STRING(out) + old;
+        Py_ssize_t p = start_pos;
+        while (p < pos) {
+            uint32_t length = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16;
+            memcpy(dst, buf + p + 5, length - 1);
+            dst += length - 1;
+            p += 4 + (Py_ssize_t)length;
+        }
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&boring);
+    return Py_BuildValue("nLni", pos, off, count, bad_crc);
+}
+
+static PyObject *py_crc32(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data))
+        return NULL;
+    uint32_t c = crc32_buf(data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyMethodDef methods[] = {
+    {"take_run", take_run, METH_VARARGS, "Take the run of ordinary events (see module doc)."},
+    {"crc32", py_crc32, METH_VARARGS, "CRC32 (IEEE), as zlib.crc32(data)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "binrelay._speedups",
+    "The relay's hot loop in C; relay/hotloop.py holds the Python specification.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+    crc_init();
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,70 @@
+"""The relay's hot loop: take the run of ordinary events at the start of a receive buffer.
+
+After ``COM_BINLOG_DUMP`` each packet is ``len(3) seq(1) 0x00 event``.  Most events (table
+maps, row events, annotations) need no decision: they are checked and appended.  ``take_run``
+takes such events until the first one that needs a decision (or a partial packet) and returns
+where it stopped; the writer handles that one event and calls again.
+
+``take_run_python`` is the specification; ``binrelay._speedups.take_run`` (C, built when a
+compiler is there) does exactly the same, faster.  A test runs both on the same bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from binrelay.binlog import constants as c
+from binrelay.binlog.txn import IN_GROUP_TYPES
+
+_HEADER = struct.Struct("<IBIIIH")
+_U32 = struct.Struct("<I")
+_MAX_PACKET = 0xFFFFFF
+
+#: One byte per event type, 1 for the types a run may contain.
+BORING = bytes(1 if t in IN_GROUP_TYPES else 0 for t in range(256))
+
+
+def take_run_python(data: bytes, pos: int, offset: int, check_crc: bool, boring: bytes,
+                    out: bytearray) -> tuple[int, int, int, bool]:
+    """Append the run's events to ``out``; return (pos, offset, events taken, bad checksum).
+
+    An event is taken when its packet is whole, its type is flagged in ``boring``, it is not
+    artificial, it starts at ``offset`` (where the file ends), its size matches the packet and,
+    with ``check_crc``, its CRC32 matches.  ``bad checksum`` says the run stopped at an event
+    whose CRC32 did not match.
+    """
+    n = len(data)
+    view = memoryview(data)
+    unpack = _HEADER.unpack_from
+    count = 0
+    try:
+        while n - pos >= 4 + c.EVENT_HEADER_LEN:
+            length = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16)
+            end = pos + 4 + length
+            if end > n or length >= _MAX_PACKET or data[pos + 4] != 0:
+                break
+            start = pos + 5
+            _ts, etype, _sid, size, log_pos, flags = unpack(data, start)
+            if not boring[etype] or flags & c.LOG_EVENT_ARTIFICIAL_F or size != length - 1 \
+                    or log_pos - size != offset:
+                break
+            if check_crc and (size < c.EVENT_HEADER_LEN + 4 or
+                              zlib.crc32(view[start : end - 4]) != _U32.unpack_from(data,
+                                                                                     end - 4)[0]):
+                return pos, offset, count, True
+            out += view[start:end]
+            offset = log_pos
+            pos = end
+            count += 1
+    finally:
+        view.release()
+    return pos, offset, count, False
+
+
+try:
+    from binrelay._speedups import take_run as take_run_c
+except ImportError:  # pragma: no cover - depends on the build
+    take_run_c = None
+
+take_run = take_run_c or take_run_python
