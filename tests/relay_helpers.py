@@ -16,9 +16,8 @@ from typing import Any
 import tomli_w
 
 from binrelay.relay.layout import read_index, read_meta
+from binrelay.relay.verify import compare_subdir
 from binrelay.sandbox import MariaDBServer
-
-IN_USE_FLAG_OFFSET = 4 + 17  # the FDE's flags byte: the in-use flag lives there
 
 
 def write_config(path: Path, server: MariaDBServer | tuple[str, int], relay_dir: Path,
@@ -105,32 +104,13 @@ def wait_caught_up(relay_dir: Path, server: MariaDBServer, *, timeout: float = 1
     raise AssertionError(f"relay did not catch up with {want} in {timeout}s: meta={meta}")
 
 
-def mariadb_binlog_reads(path: Path) -> None:
-    proc = subprocess.run(["mariadb-binlog", str(path)], capture_output=True, text=True,
-                          check=False)
-    assert proc.returncode == 0, f"mariadb-binlog {path} failed: {proc.stderr[-2000:]}"
-    assert "ERROR" not in proc.stderr, proc.stderr[-2000:]
-
-
 def assert_identical(subdir: Path, server: MariaDBServer, *, files: list[str] | None = None
                      ) -> list[str]:
-    """Every upstream binlog file (or ``files``) equals its relay copy byte for byte.
-
-    The one allowed difference: the upstream's active file (or one its crash left open) has
-    the in-use flag set in its FDE, which the server clears in what it sends.  Returns the
-    names compared.
-    """
+    """Every upstream binlog file (or ``files``) equals its relay copy byte for byte, and
+    ``mariadb-binlog`` reads the copy.  Returns the names compared."""
     names = files if files is not None else [name for name, _size in server.binlog_files()]
-    for name in names:
-        want = server.binlog_path(name).read_bytes()
-        got = (subdir / name).read_bytes()
-        assert len(got) == len(want), f"{name}: relay {len(got)} bytes, upstream {len(want)}"
-        if got != want:
-            diffs = [i for i in range(len(want)) if got[i] != want[i]]
-            allowed = diffs == [IN_USE_FLAG_OFFSET] and \
-                want[IN_USE_FLAG_OFFSET] == got[IN_USE_FLAG_OFFSET] | 1
-            assert allowed, f"{name}: relay differs from upstream at offsets {diffs[:10]}"
-        mariadb_binlog_reads(subdir / name)
+    problems = compare_subdir(subdir, server.datadir, names)
+    assert not problems, problems
     return names
 
 

@@ -75,5 +75,17 @@ def relay(config_path: str) -> None:
     service.run()
 
 
+@main.command()
+@click.option("--seconds", default=8.0, show_default=True, help="how long the workload runs")
+@click.option("--keep", is_flag=True, help="keep the sandbox datadirs and relay dir")
+@reports_errors
+def demo(seconds: float, keep: bool) -> None:
+    """Relay a sysbench workload from a sandbox MariaDB, crash and all, and verify it."""
+    from binrelay.demo import run_demo
+
+    setup_logging("warn")
+    run_demo(seconds=seconds, keep=keep, echo=click.echo)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
