@@ -1,0 +1,1 @@
+"""Benchmarks against real sandbox servers; each writes its section of BENCHMARKS.md."""
