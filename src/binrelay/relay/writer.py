@@ -223,8 +223,8 @@ class RelayWriter:
         """
         n = len(data)
         pending = self._pending
-        while self._fd is not None:
-            if not self.progress.awaiting_body:
+        while True:
+            if self._fd is not None and not self.progress.awaiting_body:
                 before = self.offset
                 pos, self.offset, count, bad_crc = take_run(
                     data, pos, before, self._checksum_alg == c.BINLOG_CHECKSUM_ALG_CRC32,
