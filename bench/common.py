@@ -59,7 +59,7 @@ without fsync, relay.meta or crash safety).
   `SHOW MASTER STATUS`, the anchor (`--to-last-log`) as a whole command; the two alternate,
   `--rounds` times each. Goal: median of anchor time / binrelay time ≥ 1.0.
 - **relay_memory** (`.venv/bin/python -m bench.relay_memory [--gib 1.0]`): the peak RSS
-  (`VmHWM`, sampled every 50 ms, cross-checked with `wait4`'s `ru_maxrss`) of each side while
+  (`VmHWM` from `/proc/<pid>/status`, sampled every 50 ms) of each side while
   it relays a binlog holding one transaction of `--gib` GiB. Goal: binrelay's peak RSS
   < 100 MB.
 
@@ -135,17 +135,21 @@ def maps_mention(pid: int, needle: str) -> bool:
         return False
 
 
-def _reap(proc: subprocess.Popen[bytes], *, block: bool) -> tuple[int, int] | None:
-    """wait4 the child: (exit code, ru_maxrss KiB), or None while it runs (``block=False``)."""
-    pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+def _reap(proc: subprocess.Popen[bytes], *, block: bool) -> int | None:
+    """Reap the child: its exit code, or None while it runs (``block=False``).
+
+    Not ``wait4``'s ``ru_maxrss``: Linux carries the forking parent's peak RSS over into an
+    exec'd child's, so for a small C client it reports this Python process's size.
+    """
+    pid, status = os.waitpid(proc.pid, 0 if block else os.WNOHANG)
     if pid == 0:
         return None
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, int(usage.ru_maxrss)
+    return proc.returncode
 
 
-def _stop(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, int]:
-    """SIGTERM, then wait up to ``timeout`` (then SIGKILL); returns (exit code, ru_maxrss)."""
+def _stop(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """SIGTERM, then wait up to ``timeout`` (then SIGKILL); returns the exit code."""
     proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -154,8 +158,7 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, int]:
             return done
         time.sleep(0.01)
     proc.kill()
-    done = _reap(proc, block=True)
-    assert done is not None
+    _reap(proc, block=True)
     raise BenchError(f"process {proc.pid} ignored SIGTERM for {timeout:.0f}s (killed)")
 
 
@@ -178,8 +181,7 @@ def tail(path: Path, chars: int = 3000) -> str:
 class ProcRun:
     seconds: float  #: spawn until done (anchor: exit; relay: caught up)
     returncode: int
-    peak_rss_kib: int  #: largest VmHWM sampled while it ran
-    maxrss_kib: int  #: ru_maxrss from wait4: the peak over its whole life, shutdown included
+    peak_rss_kib: int  #: largest VmHWM sampled while it ran (0 when not sampled)
     speedups_loaded: bool | None = None  #: binrelay._speedups mapped into the relay process
 
 
@@ -216,7 +218,7 @@ def run_relay(config: Path, relay_dir: Path, want: tuple[str, int], log_path: Pa
                 break
             done = _reap(proc, block=False)
             if done is not None:
-                raise BenchError(f"binrelay relay exited with {done[0]} before catching up;"
+                raise BenchError(f"binrelay relay exited with {done} before catching up;"
                                  f" log:\n{tail(log_path)}")
             if time.perf_counter() - start > timeout:
                 raise BenchError(f"binrelay relay did not reach {want} in {timeout:.0f}s;"
@@ -225,13 +227,13 @@ def run_relay(config: Path, relay_dir: Path, want: tuple[str, int], log_path: Pa
         if sample_rss:
             peak = max(peak, vm_hwm_kib(proc.pid))
         speedups = maps_mention(proc.pid, "_speedups")
-        rc, maxrss = _stop(proc, timeout=60)
+        rc = _stop(proc, timeout=60)
     finally:
         _kill_quietly(proc)
     if rc != 0:
         raise BenchError(f"binrelay relay exited with {rc} on SIGTERM (want 0); log:\n"
                          f"{tail(log_path)}")
-    return ProcRun(seconds, rc, peak, maxrss, speedups)
+    return ProcRun(seconds, rc, peak, speedups)
 
 
 def run_sampled(cmd: Sequence[str], log_path: Path, *, poll: float,
@@ -248,7 +250,7 @@ def run_sampled(cmd: Sequence[str], log_path: Path, *, poll: float,
             done = _reap(proc, block=False)
             if done is not None:
                 seconds = time.perf_counter() - start
-                rc, maxrss = done
+                rc = done
                 break
             if time.perf_counter() - start > timeout:
                 raise BenchError(f"{cmd[0]} did not finish in {timeout:.0f}s")
@@ -257,7 +259,7 @@ def run_sampled(cmd: Sequence[str], log_path: Path, *, poll: float,
         _kill_quietly(proc)
     if rc != 0:
         raise BenchError(f"{' '.join(cmd)} exited with {rc}; output:\n{tail(log_path)}")
-    return ProcRun(seconds, rc, peak, maxrss)
+    return ProcRun(seconds, rc, peak)
 
 
 # --------------------------------------------------------------------------- checks

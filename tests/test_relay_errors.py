@@ -111,3 +111,40 @@ def test_truncated_last_relay_file_is_fetched_again(mariadb, tmp_path: Path) -> 
     assert "rewinding" in (tmp_path / "relay2.log").read_text()
     meta = read_meta(subdir)
     assert meta is not None and (meta.binlog_name, meta.binlog_pos) == mariadb.master_status()
+
+
+def test_disk_full_fails_cleanly_and_loses_nothing(mariadb, tmp_path: Path) -> None:
+    """A file-size limit makes writes fail like a full disk (EFBIG instead of ENOSPC)."""
+    import resource
+    import signal
+    import subprocess
+
+    from relay_helpers import binrelay_cmd
+
+    mariadb.execute("CREATE DATABASE d")
+    mariadb.execute("CREATE TABLE d.t (id INT PRIMARY KEY AUTO_INCREMENT, v VARCHAR(200))")
+    for _ in range(2000):
+        mariadb.execute("INSERT INTO d.t (v) VALUES (REPEAT('v', 150))")
+    relay_dir = tmp_path / "relay"
+    config = write_config(tmp_path / "c.toml", mariadb, relay_dir)
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    proc = subprocess.run(binrelay_cmd("relay", "--config", str(config)), preexec_fn=limit,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "cannot write relay file" in last and "loses nothing" in last, last
+    subdir = current_subdir(relay_dir)
+    meta = read_meta(subdir)
+    assert meta is not None and meta.binlog_pos <= 200_000
+
+    relay = RelayProcess(config, tmp_path / "relay.log")
+    try:
+        wait_caught_up(relay_dir, mariadb, process=relay)
+    finally:
+        assert relay.stop() == 0
+    assert_identical(subdir, mariadb)

@@ -103,3 +103,38 @@ def test_upstream_restart_and_cut_connections(mariadb_factory, tmp_path: Path) -
         proxy.close()
     assert proxy.cuts >= 4
     assert_identical(current_subdir(relay_dir), server)
+
+
+def test_checksum_none_upstream(mariadb_factory, tmp_path: Path) -> None:
+    server = mariadb_factory(server_id=3, binlog_checksum="NONE", max_binlog_size=ROTATE_EVERY)
+    relay_dir = tmp_path / "relay"
+    config = write_config(tmp_path / "relay.toml", server, relay_dir)
+    relay = RelayProcess(config, tmp_path / "relay.log")
+    try:
+        with sysbench_run_background(server, tables=2, table_size=1000, time=3) as work:
+            work.wait(timeout=60)
+        wait_caught_up(relay_dir, server, process=relay)
+    finally:
+        assert relay.stop() == 0
+    assert current_subdir(relay_dir).name == "0-3.000001"
+    assert_identical(current_subdir(relay_dir), server)
+
+
+def test_idle_upstream_keeps_the_session(mariadb, tmp_path: Path) -> None:
+    """Heartbeats keep a quiet session alive past the read timeout: no reconnect."""
+    from binrelay.upstream.client import READ_TIMEOUT
+
+    relay_dir = tmp_path / "relay"
+    config = write_config(tmp_path / "relay.toml", mariadb, relay_dir, log_level="debug")
+    relay = RelayProcess(config, tmp_path / "relay.log")
+    try:
+        mariadb.execute("CREATE DATABASE d")
+        wait_caught_up(relay_dir, mariadb, process=relay)
+        time.sleep(READ_TIMEOUT + 2)
+        mariadb.execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
+        wait_caught_up(relay_dir, mariadb, process=relay)
+    finally:
+        assert relay.stop() == 0
+    log = (tmp_path / "relay.log").read_text()
+    assert "reconnecting" not in log, log
+    assert_identical(current_subdir(relay_dir), mariadb)

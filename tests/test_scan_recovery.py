@@ -300,8 +300,6 @@ def test_recover_meta_ahead_of_the_data_is_rewound(tmp_path: Path, flavor: str,
     assert path.read_bytes() == data[:prev]
 
 
-@pytest.mark.xfail(strict=True, reason="recovery keeps GTIDs of transactions the disk lost: "
-                   "meta's set is the scan's starting set, and GTID sets only grow")
 @pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
 def test_recover_meta_ahead_does_not_keep_lost_gtids(tmp_path: Path, flavor: str) -> None:
     b = standard(flavor, True)

@@ -96,14 +96,17 @@ def recover_subdir(subdir: Path, meta: RelayMeta | None, *, flavor: str | None) 
                  path, truncated, result.safe_pos)
 
     safe_gtids = result.safe_gtids or gtids
-    if result.rotated_to:
-        new = RelayMeta(result.rotated_to, 4, safe_gtids)
-    else:
-        new = RelayMeta(last, result.safe_pos, safe_gtids)
     rewound = meta_pos is not None and meta_pos > result.safe_pos
     if rewound:
         log.warning("%s: relay.meta said %s:%d but the data ends at %d; rewinding",
                     subdir, last, meta_pos, result.safe_pos)
+        # Meta's GTID set counts transactions the disk lost; only the file itself (its
+        # GTID_LIST or Previous_gtids, then its commits) says what it holds.
+        safe_gtids = scan_file(path, flavor=flavor).safe_gtids
+    if result.rotated_to:
+        new = RelayMeta(result.rotated_to, 4, safe_gtids)
+    else:
+        new = RelayMeta(last, result.safe_pos, safe_gtids)
     if new != meta:
         write_meta(subdir, new)
     return Recovery(new, truncated_bytes=truncated, meta_rewound=rewound)
