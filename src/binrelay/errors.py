@@ -55,6 +55,7 @@ class BinlogFormatError(BinrelayError):
         elif offset is not None:
             where = f"at offset {offset}: "
         super().__init__(where + message, hint=hint)
+        self.reason = message
         self.path = path
         self.offset = offset
 

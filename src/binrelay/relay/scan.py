@@ -17,7 +17,8 @@ from binrelay.binlog.events import (
     parse_rotate,
     verify_checksum,
 )
-from binrelay.errors import BinlogFormatError
+from binrelay.binlog.framing import iter_events
+from binrelay.errors import BinlogFormatError, IncompleteEventError
 from binrelay.relay.progress import Progress
 
 _CHUNK = 1 << 20
@@ -76,36 +77,18 @@ def scan_file(path: Path, *, flavor: str | None, start: int = 0,
     rotated_to: str | None = None
     stop_reason = ""
     with open(path, "rb") as f:
-        f.seek(pos)
-        buf = b""
-        base = pos  # file offset of buf[0]
-        while True:
-            off = pos - base
-            if len(buf) - off < c.EVENT_HEADER_LEN or \
-                    len(buf) - off < _HEADER.unpack_from(buf, off)[3]:
-                more = f.read(_CHUNK if len(buf) - off < c.EVENT_HEADER_LEN
-                              else max(_CHUNK, _HEADER.unpack_from(buf, off)[3]))
-                if not more:
-                    if pos < size:
-                        stop_reason = _TORN
-                    break
-                buf = buf[off:] + more
-                base = pos
-                continue
-            _ts, etype, _sid, esize, log_pos, _flags = _HEADER.unpack_from(buf, off)
-            if esize < c.EVENT_HEADER_LEN or (log_pos and log_pos != pos + esize):
-                stop_reason = "event header does not match its position"
-                break
-            event = buf[off : off + esize]
-            try:
-                verify_checksum(event, fde.checksum_alg)
-                progress.feed(event, pos + esize, checksum_len)
-                if etype == c.ROTATE_EVENT:
+        try:
+            for at, event in iter_events(f, pos, size, checksum_alg=fde.checksum_alg,
+                                         path=str(path)):
+                pos = at
+                progress.feed(event, at + len(event), checksum_len)
+                if event[4] == c.ROTATE_EVENT:
                     rotated_to = parse_rotate(event, checksum_len).next_file
-            except BinlogFormatError as exc:
-                stop_reason = exc.message
-                break
-            pos += esize
+            pos = size
+        except IncompleteEventError as exc:
+            pos, stop_reason = exc.offset if exc.offset is not None else pos, _TORN
+        except BinlogFormatError as exc:
+            pos, stop_reason = exc.offset if exc.offset is not None else pos, exc.reason
     return ScanResult(
         size=size, fde=fde, safe_pos=progress.boundary_pos, safe_gtids=progress.gtid_text(),
         stop_pos=pos, stop_reason=stop_reason, torn_tail=stop_reason == _TORN,
