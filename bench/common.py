@@ -262,6 +262,26 @@ def run_sampled(cmd: Sequence[str], log_path: Path, *, poll: float,
     return ProcRun(seconds, rc, peak)
 
 
+def settled_master_status(server: MariaDBServer, *, quiet: float = 2.0,
+                          timeout: float = 60.0) -> tuple[str, int]:
+    """``SHOW MASTER STATUS`` once it has held still for ``quiet`` seconds.
+
+    After a rotation MariaDB appends a Binlog_checkpoint event on its own a little later
+    (once InnoDB has flushed), which would move the goal post during a timed run.
+    """
+    deadline = time.monotonic() + timeout
+    last = server.master_status()
+    since = time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > deadline:
+            raise BenchError(f"the upstream's binlog position did not settle in {timeout:.0f}s")
+        time.sleep(0.1)
+        now = server.master_status()
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
 # --------------------------------------------------------------------------- checks
 
 

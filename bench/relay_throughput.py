@@ -40,6 +40,7 @@ from bench.common import (
     md_table,
     median,
     run_relay,
+    settled_master_status,
     speedups_importable,
     update_section,
     verify_anchor_sizes,
@@ -82,28 +83,35 @@ def binlog_total(server: MariaDBServer) -> int:
 
 
 def generate(server: MariaDBServer, target: int) -> Workload:
-    """sysbench prepare, then short runs until the binlog totals ``target`` bytes."""
+    """sysbench prepare, then runs until the binlog totals ``target`` bytes.
+
+    A first timed run measures the binlog bytes per transaction; the next runs are bounded by
+    ``--events``, sized to land just past ``target``.
+    """
     log(f"sysbench prepare: {TABLES} tables x {TABLE_SIZE} rows")
     sysbench_prepare(server, tables=TABLES, table_size=TABLE_SIZE, threads=THREADS)
     size = binlog_total(server)
     transactions = 0
     run_seconds = 0.0
-    chunk = 10
+    events: int | None = None
     while size < target:
         start = time.monotonic()
         result = sysbench_run(server, tables=TABLES, table_size=TABLE_SIZE, threads=THREADS,
-                              time=chunk)
+                              time=None if events else 10, events=events)
         elapsed = time.monotonic() - start
         run_seconds += elapsed
         m = re.search(r"transactions:\s+(\d+)", result.stdout)
-        transactions += int(m[1]) if m else 0
+        if not m or not int(m[1]):
+            raise BenchError(f"no transactions in sysbench's output:\n{result.stdout[-2000:]}")
+        done = int(m[1])
+        transactions += done
         new = binlog_total(server)
-        rate = (new - size) / elapsed
+        per_txn = (new - size) / done
+        log(f"sysbench: {done} transactions in {elapsed:.0f} s, binlog {new / MIB:.1f} of"
+            f" {target / MIB:.0f} MiB ({(new - size) / elapsed / MB:.1f} MB/s,"
+            f" {per_txn:.0f} bytes per transaction)")
         size = new
-        log(f"sysbench {chunk} s: binlog {size / MIB:.1f} of {target / MIB:.0f} MiB"
-            f" ({rate / MB:.1f} MB/s)")
-        if rate > 0:
-            chunk = max(2, min(60, math.ceil((target - size) / rate * 1.05)))
+        events = max(THREADS, math.ceil((target - size) / per_txn * 1.005))
     return Workload(run_seconds, transactions, TABLES * TABLE_SIZE + ROWS_PER_TXN * transactions)
 
 
@@ -149,15 +157,17 @@ goal: median ratio (anchor time / binrelay time) ≥ {GOAL:.1f} ·
 {facts_table(facts)}
 
 Workload: sysbench `oltp_write_only`, {TABLES} tables × {TABLE_SIZE} rows, {THREADS} threads,
-{work.seconds:.0f} s of runs: {work.transactions} transactions, ≈{work.row_changes} row changes
-({TABLES * TABLE_SIZE} inserted by prepare + {ROWS_PER_TXN} per transaction). Binlog:
-{files} file(s), {total} bytes ({total / MIB:.1f} MiB), ROW format, FULL row image and
+{work.seconds:.0f} s of runs: {work.transactions:,} transactions, ≈{work.row_changes:,} row
+changes ({TABLES * TABLE_SIZE:,} inserted by prepare + {ROWS_PER_TXN} per transaction). Binlog:
+{files} file(s), {total:,} bytes ({total / MIB:.1f} MiB), ROW format, FULL row image and
 metadata, CRC32 checksums.
 
 {md_table(["round", "mariadb-binlog s", "mariadb-binlog MB/s", "binrelay s",
            "binrelay MB/s", "ratio anchor/binrelay"], rows)}
 
 - MB/s = 10⁶ bytes of binlog per second. Rounds alternate (anchor first); `sync` before each.
+  The median ratio is the median of the per-round ratios (each round's pair ran back to back,
+  under the same load), not the ratio of the median times.
 - Anchor: `mariadb-binlog --read-from-remote-server --raw --to-last-log` as a whole command
   (writes without fsync). binrelay: from spawning `python -m binrelay.cli.main relay` (so
   interpreter start-up included) into an empty relay dir until the last subdir's
@@ -188,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         work = generate(server, int(args.mib * MIB))
         files = server.binlog_files()
         total = sum(size for _name, size in files)
-        want = server.master_status()
+        want = settled_master_status(server)
         log(f"binlog: {len(files)} file(s), {total / MIB:.1f} MiB, end {want}")
 
         rounds: list[Round] = []

@@ -98,3 +98,24 @@ def test_bad_checksum_is_reported(real_events: list[bytes]) -> None:
         pos, _off, count, bad, _ = _run(impl, _packets([bytes(broken)]), 0, end - len(rows),
                                         True)
         assert (pos, count, bad) == (0, 0, True)
+
+
+def test_large_events_take_the_zlib_path() -> None:
+    # Events of 1 KiB and more are checksummed with zlib's crc32 in the C loop.
+    import zlib
+
+    events, offset = [], 1000
+    for size in (1023, 1024, 5000, 70000):
+        raw = struct.pack("<IBIIIH", 1, c.WRITE_ROWS_EVENT, 1, size, offset + size, 0)
+        raw += bytes(range(256)) * (size // 256 + 1)
+        raw = raw[: size - 4]
+        events.append(raw + struct.pack("<I", zlib.crc32(raw)))
+        offset += size
+    data = _packets(events)
+    for impl in filter(None, (hotloop.take_run_python, hotloop.take_run_c)):
+        assert _run(impl, data, 0, 1000, True)[:4] == (len(data), offset, 4, False)
+    broken = bytearray(data)
+    broken[len(data) - 3000] ^= 1
+    for impl in filter(None, (hotloop.take_run_python, hotloop.take_run_c)):
+        _pos, off, count, bad, _ = _run(impl, bytes(broken), 0, 1000, True)
+        assert (count, bad) == (3, True) and off == offset - 70000

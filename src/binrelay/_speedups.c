@@ -48,6 +48,34 @@ static uint32_t crc32_buf(const unsigned char *p, size_t n)
     return c ^ 0xFFFFFFFFu;
 }
 
+/* zlib's crc32 (reached through Python's zlib module, so building needs no zlib headers) is
+ * about twice as fast as the table loop on large buffers; the call costs more than it saves
+ * on small events. */
+static PyObject *zlib_crc32;
+#define ZLIB_CRC_MIN 1024
+
+static int event_crc_ok(const unsigned char *ev, uint32_t size, int *error)
+{
+    uint32_t want = (uint32_t)ev[size - 4] | (uint32_t)ev[size - 3] << 8 |
+                    (uint32_t)ev[size - 2] << 16 | (uint32_t)ev[size - 1] << 24;
+    if (size < ZLIB_CRC_MIN || zlib_crc32 == NULL)
+        return crc32_buf(ev, size - 4) == want;
+    PyObject *view = PyMemoryView_FromMemory((char *)ev, size - 4, PyBUF_READ);
+    if (view == NULL) {
+        *error = 1;
+        return 0;
+    }
+    PyObject *got = PyObject_CallOneArg(zlib_crc32, view);
+    Py_DECREF(view);
+    if (got == NULL) {
+        *error = 1;
+        return 0;
+    }
+    unsigned long value = PyLong_AsUnsignedLong(got);
+    Py_DECREF(got);
+    return value == want;
+}
+
 static inline uint32_t le32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -89,9 +117,17 @@ static PyObject *take_run(PyObject *self, PyObject *args)
         if (!flags[type] || (eflags & 0x20) || size != length - 1 ||
             (long long)log_pos - (long long)size != off)
             break;
-        if (check_crc && (size < 23 || crc32_buf(ev, size - 4) != le32(ev + size - 4))) {
-            bad_crc = 1;
-            break;
+        if (check_crc) {
+            int error = 0;
+            if (size < 23 || !event_crc_ok(ev, size, &error)) {
+                if (error) {
+                    PyBuffer_Release(&data);
+                    PyBuffer_Release(&boring);
+                    return NULL;
+                }
+                bad_crc = 1;
+                break;
+            }
         }
         off = log_pos;
         total += size;
@@ -143,5 +179,11 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__speedups(void)
 {
     crc_init();
+    PyObject *zlib = PyImport_ImportModule("zlib");
+    if (zlib != NULL) {
+        zlib_crc32 = PyObject_GetAttrString(zlib, "crc32");
+        Py_DECREF(zlib);
+    }
+    PyErr_Clear(); /* without zlib the table loop does all the work */
     return PyModule_Create(&module);
 }

@@ -58,6 +58,7 @@ class PurgeConfig:
     interval: int = 3600
     expires: int = 0
     remain_space: int = 15
+    gc_applied: bool = False
 
 
 @dataclass(frozen=True)
@@ -365,6 +366,11 @@ SCHEMA: dict[str, dict[str, Field]] = {
             _Int(0), 15,
             "Relay files may be purged when free disk space falls below this.",
             unit="GB",
+        ),
+        "gc-applied": Field(
+            _Bool(), False,
+            "Also purge, at every check, the relay files that every registered consumer has "
+            "fully applied (TiDB Drainer's relay-log GC). Needs at least one consumer.",
         ),
     },
 }
