@@ -202,9 +202,12 @@ def free_port() -> int:
 
 
 def tree_digest(root: Path) -> dict[str, bytes]:
+    """Digest of every file under ``root``, but for the (empty) lock file purge creates."""
     out = {}
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
+            if name == ".binrelay.lock":
+                continue
             p = Path(dirpath) / name
             out[str(p.relative_to(root))] = file_digest(p)
     return out

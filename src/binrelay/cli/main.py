@@ -75,6 +75,62 @@ def relay(config_path: str) -> None:
     service.run()
 
 
+@main.command("purge-relay")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="TOML configuration file (for relay-dir)")
+@click.option("--filename", required=True,
+              help="purge the relay files before this one, e.g. mysql-bin.000003")
+@click.option("--sub-dir", default=None,
+              help="the subdir holding --filename (default: the newest subdir); every earlier "
+                   "subdir is purged entirely")
+@click.option("--force", is_flag=True,
+              help="purge even files that registered consumers still need")
+@reports_errors
+def purge_relay(config_path: str, filename: str, sub_dir: str | None, force: bool) -> None:
+    """Remove relay files before --filename, as DM's purge-relay does."""
+    from binrelay.relay.purge import purge_manual
+
+    config = _load(config_path)
+    plan, freed, overridden = purge_manual(config.resolve_relay_dir(), filename=filename,
+                                           sub_dir=sub_dir, force=force)
+    for consumer in overridden:
+        click.echo(f"warning: --force: {consumer.describe()} loses files it still needs; it "
+                   "will stop with a 'purged' error", err=True)
+    if plan.empty:
+        click.echo("nothing to purge")
+        return
+    click.echo(f"purged {len(plan.files)} file(s), {freed / (1 << 20):.1f} MiB"
+               + (f"; removed subdir(s) {', '.join(map(str, plan.subdirs))}"
+                  if plan.subdirs else ""))
+
+
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="TOML configuration file (for relay-dir)")
+@click.option("--unregister", default=None, metavar="NAME",
+              help="forget consumer NAME: purge stops protecting the files it still needs")
+@reports_errors
+def consumers(config_path: str, unregister: str | None) -> None:
+    """List the consumers registered in the relay dir (their safe positions)."""
+    from binrelay.relay.consumers import list_consumers
+    from binrelay.relay.consumers import unregister as forget
+
+    config = _load(config_path)
+    relay_dir = config.resolve_relay_dir()
+    if unregister is not None:
+        if forget(relay_dir, unregister):
+            click.echo(f"unregistered consumer {unregister!r}: purge no longer keeps its files")
+        else:
+            click.echo(f"no consumer named {unregister!r}", err=True)
+            sys.exit(1)
+        return
+    found = list_consumers(relay_dir)
+    if not found:
+        click.echo("no consumers registered")
+    for consumer in found:
+        click.echo(consumer.describe())
+
+
 @main.command()
 @click.option("--seconds", default=8.0, show_default=True, help="how long the workload runs")
 @click.option("--keep", is_flag=True, help="keep the sandbox datadirs and relay dir")

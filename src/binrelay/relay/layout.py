@@ -15,10 +15,12 @@ directory), files 0600 and directories 0700.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import os
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +180,24 @@ def read_index(relay_dir: Path) -> list[SubdirName] | None:
 
 def write_index(relay_dir: Path, names: list[SubdirName]) -> None:
     write_atomic(relay_dir / INDEX_FILENAME, "".join(f"{n}\n" for n in names).encode())
+
+
+LOCK_FILENAME = ".binrelay.lock"
+
+
+@contextlib.contextmanager
+def index_lock(relay_dir: Path) -> Iterator[None]:
+    """Serialise changes to server-uuid.index and the set of subdirs across processes.
+
+    The relay takes it to add a subdir, purge to remove them: each re-reads the index while
+    holding it, so neither undoes the other.
+    """
+    fd = os.open(relay_dir / LOCK_FILENAME, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def list_binlogs(subdir: Path) -> list[str]:

@@ -18,6 +18,7 @@ from binrelay.relay.layout import (
     META_FILENAME,
     RelayMeta,
     SubdirName,
+    index_lock,
     list_binlogs,
     make_dir,
     read_index,
@@ -45,8 +46,11 @@ class RelayDir:
         except OSError as exc:
             raise RelayDirError(f"relay dir {self.root} is not writable: {exc.strerror}",
                                 hint="fix relay-dir or its permissions") from exc
-        index = read_index(self.root)
-        self.subdirs = index or []
+        with index_lock(self.root):
+            self.subdirs = read_index(self.root) or []
+            self._check()
+
+    def _check(self) -> None:
         for name in self.subdirs:
             if not (self.root / str(name)).is_dir():
                 raise RelayDirError(
@@ -83,15 +87,21 @@ class RelayDir:
     def meta(self, name: SubdirName) -> RelayMeta | None:
         return read_meta(self.path(name))
 
+    def refresh(self) -> None:
+        """Re-read the index (purge may have removed subdirs from it)."""
+        self.subdirs = read_index(self.root) or []
+
     def add_subdir(self, identity: str, meta: RelayMeta) -> SubdirName:
-        seq = self.subdirs[-1].seq + 1 if self.subdirs else 1
-        name = SubdirName(seq=seq, identity=identity)
-        path = self.path(name)
-        make_dir(path)
-        with contextlib.suppress(FileNotFoundError):
-            (path / META_FILENAME).unlink()
-        write_meta(path, meta)
-        write_index(self.root, [*self.subdirs, name])
-        self.subdirs.append(name)
+        with index_lock(self.root):
+            self.refresh()
+            seq = self.subdirs[-1].seq + 1 if self.subdirs else 1
+            name = SubdirName(seq=seq, identity=identity)
+            path = self.path(name)
+            make_dir(path)
+            with contextlib.suppress(FileNotFoundError):
+                (path / META_FILENAME).unlink()
+            write_meta(path, meta)
+            write_index(self.root, [*self.subdirs, name])
+            self.subdirs.append(name)
         log.info("relaying upstream %s into new subdir %s", identity, name)
         return name

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from binrelay.binlog import constants as c
 from binrelay.binlog.events import parse_rotate_lenient
-from binrelay.config import Config
+from binrelay.config import Config, PurgeConfig
 from binrelay.errors import (
     BinlogPurgedError,
     BinrelayError,
@@ -32,6 +35,7 @@ from binrelay.errors import (
 )
 from binrelay.gtid import MariaGtidSet, MysqlGtidSet, parse_gtid_set
 from binrelay.relay.layout import RelayMeta, binlog_sort_key
+from binrelay.relay.purge import purge_auto
 from binrelay.relay.recovery import recover_subdir
 from binrelay.relay.relaydir import RelayDir
 from binrelay.relay.writer import RelayWriter
@@ -50,6 +54,53 @@ class Backoff:
 
     def delay(self, attempt: int) -> float:
         return min(self.cap, self.first * (2 ** max(0, attempt - 1)))
+
+
+class AutoPurger(threading.Thread):
+    """``[purge]`` checks every ``interval`` seconds, beside the relay (SPEC §1, DM's rules).
+
+    Only files before the active file and before every registered consumer go; errors are
+    logged and retried at the next check, never fatal to the relay.
+    """
+
+    def __init__(self, relay_dir: Path, config: PurgeConfig, *,
+                 stopping: Callable[[], bool]) -> None:
+        super().__init__(name="binrelay-purge", daemon=True)
+        self.relay_dir = relay_dir
+        self.config = config
+        self.stopping = stopping
+        self.runs = 0
+        self.bytes_freed = 0
+
+    @property
+    def enabled(self) -> bool:
+        c = self.config
+        return c.interval > 0 and (c.expires > 0 or c.remain_space > 0 or c.gc_applied)
+
+    def run(self) -> None:
+        if not self.enabled:
+            return
+        next_run = time.monotonic() + self.config.interval
+        while not self.stopping():
+            if time.monotonic() < next_run:
+                time.sleep(min(0.2, next_run - time.monotonic()))
+                continue
+            next_run = time.monotonic() + self.config.interval
+            self.check()
+
+    def check(self) -> None:
+        try:
+            plan, freed = purge_auto(self.relay_dir, now=time.time(),
+                                     expires_hours=self.config.expires,
+                                     remain_gb=self.config.remain_space,
+                                     gc_applied=self.config.gc_applied)
+        except BinrelayError as exc:
+            log.warning("automatic purge failed: %s", exc)
+            return
+        self.runs += 1
+        self.bytes_freed += freed
+        if not plan.empty:
+            log.info("automatic purge removed %d file(s), %d bytes", len(plan.files), freed)
 
 
 class RelayService:
@@ -77,6 +128,15 @@ class RelayService:
     def run(self) -> None:
         self.relay_dir.open()
         self._recover(verify=True)
+        purger = AutoPurger(self.relay_dir.root, self.config.purge, stopping=self.stopping)
+        purger.start()
+        try:
+            self._loop()
+        finally:
+            self._stop = True
+            purger.join()
+
+    def _loop(self) -> None:
         attempt = 0
         while not self._stop:
             try:
