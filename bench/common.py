@@ -28,14 +28,11 @@ import tomli_w
 
 import binrelay
 from binrelay.relay.layout import list_binlogs, read_index, read_meta
+from binrelay.relay.verify import compare_file
 from binrelay.sandbox import MariaDBServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS_MD = REPO_ROOT / "BENCHMARKS.md"
-
-#: The low byte of the FDE's header flags (4 bytes of magic, then 17 into the event header):
-#: the upstream's active file has its in-use flag set there, the bytes it sends have it clear.
-IN_USE_FLAG_OFFSET = 4 + 17
 
 ANCHOR = shutil.which("mariadb-binlog") or "/usr/bin/mariadb-binlog"
 
@@ -292,37 +289,11 @@ def last_subdir(relay_dir: Path) -> Path:
     return relay_dir / str(index[-1])
 
 
-_CHUNK = 16 * MIB
-
-
-def _diff_offsets(a: bytes, b: bytes, base: int, limit: int = 10) -> list[int]:
-    out = []
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            out.append(base + i)
-            if len(out) >= limit:
-                break
-    return out
-
-
 def compare_binlog(upstream: Path, copy: Path) -> None:
     """``copy`` equals ``upstream`` byte for byte, but for a cleared in-use flag (byte 21)."""
-    want_size, got_size = upstream.stat().st_size, copy.stat().st_size
-    if want_size != got_size:
-        raise BenchError(f"{copy}: {got_size} bytes, upstream {upstream} has {want_size}")
-    diffs: list[int] = []
-    with upstream.open("rb") as fw, copy.open("rb") as fg:
-        base = 0
-        while True:
-            want, got = fw.read(_CHUNK), fg.read(_CHUNK)
-            if not want:
-                break
-            if want != got:
-                diffs += _diff_offsets(want, got, base)
-                if len(diffs) > 1 or diffs[0] != IN_USE_FLAG_OFFSET or \
-                        want[IN_USE_FLAG_OFFSET] != got[IN_USE_FLAG_OFFSET] | 1:
-                    raise BenchError(f"{copy} differs from {upstream} at offsets {diffs[:10]}")
-            base += len(want)
+    problem = compare_file(copy, upstream)
+    if problem:
+        raise BenchError(f"{copy}: {problem}")
 
 
 def verify_relay(server: MariaDBServer, relay_dir: Path) -> list[str]:

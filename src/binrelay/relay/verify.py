@@ -15,21 +15,33 @@ from binrelay.binlog import constants as c
 IN_USE_FLAG_OFFSET = 4 + 17  # the FDE's flags byte
 
 
+_CHUNK = 16 << 20
+
+
 def compare_file(relay_file: Path, upstream_file: Path) -> str | None:
-    """None when the files match, else what differs."""
+    """None when the files match, else what differs.  Memory: two 16 MiB chunks."""
     if not relay_file.exists():
         return f"{relay_file.name}: missing from the relay"
-    want = upstream_file.read_bytes()
-    got = relay_file.read_bytes()
-    if len(got) != len(want):
-        return f"{relay_file.name}: relay has {len(got)} bytes, upstream {len(want)}"
-    if got == want:
-        return None
-    diffs = [i for i in range(len(want)) if got[i] != want[i]]
-    if diffs == [IN_USE_FLAG_OFFSET] and \
-            want[IN_USE_FLAG_OFFSET] == got[IN_USE_FLAG_OFFSET] | c.LOG_EVENT_BINLOG_IN_USE_F:
-        return None
-    return f"{relay_file.name}: differs from the upstream at offsets {diffs[:10]}"
+    want_size, got_size = upstream_file.stat().st_size, relay_file.stat().st_size
+    if want_size != got_size:
+        return f"{relay_file.name}: relay has {got_size} bytes, upstream {want_size}"
+    diffs: list[int] = []
+    with open(upstream_file, "rb") as fw, open(relay_file, "rb") as fg:
+        base = 0
+        while want := fw.read(_CHUNK):
+            got = fg.read(_CHUNK)
+            if want != got:
+                diffs += [base + i for i, (x, y) in enumerate(zip(want, got, strict=True))
+                          if x != y][:10]
+                if base == 0 and diffs == [IN_USE_FLAG_OFFSET] and want[IN_USE_FLAG_OFFSET] \
+                        == got[IN_USE_FLAG_OFFSET] | c.LOG_EVENT_BINLOG_IN_USE_F:
+                    diffs = []  # the one allowed difference
+                elif diffs:
+                    break
+            base += len(want)
+    if diffs:
+        return f"{relay_file.name}: differs from the upstream at offsets {diffs[:10]}"
+    return None
 
 
 def mariadb_binlog_check(path: Path) -> str | None:
