@@ -31,12 +31,13 @@ def compare_file(relay_file: Path, upstream_file: Path) -> str | None:
         while want := fw.read(_CHUNK):
             got = fg.read(_CHUNK)
             if want != got:
-                diffs += [base + i for i, (x, y) in enumerate(zip(want, got, strict=True))
-                          if x != y][:10]
-                if base == 0 and diffs == [IN_USE_FLAG_OFFSET] and want[IN_USE_FLAG_OFFSET] \
+                found = [base + i for i, (x, y) in enumerate(zip(want, got, strict=True))
+                         if x != y]
+                if base == 0 and found[:1] == [IN_USE_FLAG_OFFSET] and want[IN_USE_FLAG_OFFSET] \
                         == got[IN_USE_FLAG_OFFSET] | c.LOG_EVENT_BINLOG_IN_USE_F:
-                    diffs = []  # the one allowed difference
-                elif diffs:
+                    found = found[1:]  # the one allowed difference
+                diffs += found[:10]
+                if diffs:
                     break
             base += len(want)
     if diffs:
