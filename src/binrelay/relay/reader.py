@@ -79,8 +79,10 @@ class RelayEvent:
 class RelayReader:
     def __init__(self, relay_dir: Path, start: RelayPosition | None = None, *,
                  follow: bool = False, wait_timeout: float = 1.0,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None,
+                 use_inotify: bool = True) -> None:
         self.relay_dir = relay_dir
+        self.use_inotify = use_inotify
         self.start = start
         self.follow = follow
         self.wait_timeout = wait_timeout
@@ -130,7 +132,7 @@ class RelayReader:
         if self.should_stop():
             return False
         if self._waiter is None:
-            self._waiter = ChangeWaiter(self.relay_dir)
+            self._waiter = ChangeWaiter(self.relay_dir, use_inotify=self.use_inotify)
         for d in dirs:
             self._waiter.watch(d)
         self._waiter.wait(self.wait_timeout)
@@ -163,7 +165,8 @@ class RelayReader:
                 else:
                     end = 4  # not durable yet
                 if name in files and (end is None or end > 4):
-                    offset = yield from self._read_file(subdir, name, offset, end)
+                    tail = self.follow and last_subdir and key == meta_key
+                    offset = yield from self._read_file(subdir, name, offset, end, tail=tail)
                 # Where next?
                 if key < meta_key:
                     later = [f for f in files if binlog_sort_key(f) > key]
@@ -183,10 +186,13 @@ class RelayReader:
             self.close()
 
     def _read_file(self, subdir: SubdirName, name: str, offset: int,
-                   end: int | None) -> Iterator[RelayEvent]:
+                   end: int | None, *, tail: bool = False) -> Iterator[RelayEvent]:
         """Deliver events of one file from ``offset`` up to ``end`` (None: the whole file).
 
-        Returns the offset reached.
+        With ``tail`` (the file the relay is writing), keep the file open and go on as
+        relay.meta advances in it; return when it moves elsewhere or a subdir is added.
+        That path costs two stat calls a wake-up, not a directory listing.  Returns the
+        offset reached.
         """
         path = self.relay_dir / str(subdir) / name
         try:
@@ -218,17 +224,35 @@ class RelayReader:
                     yield RelayEvent(subdir, name, at, raw)
                     break
             self._fde_delivered = (subdir, name)
-            try:
-                for at, raw in iter_events(f, offset, limit, checksum_alg=fde.checksum_alg,
-                                           path=str(path)):
-                    yield RelayEvent(subdir, name, at, raw)
-                    offset = at + len(raw)
-            except IncompleteEventError as exc:
-                raise RelayDirError(
-                    f"relay file {path} ends inside an event at offset {exc.offset}, before "
-                    f"its durable end {limit}", hint="restart the relay to recover the file"
-                ) from exc
-            return offset
+            sub_path = path.parent
+            while True:
+                try:
+                    for at, raw in iter_events(f, offset, limit, checksum_alg=fde.checksum_alg,
+                                               path=str(path)):
+                        yield RelayEvent(subdir, name, at, raw)
+                        offset = at + len(raw)
+                except IncompleteEventError as exc:
+                    raise RelayDirError(
+                        f"relay file {path} ends inside an event at offset {exc.offset}, "
+                        f"before its durable end {limit}",
+                        hint="restart the relay to recover the file") from exc
+                if not tail:
+                    return offset
+                # File times are too coarse to tell two quick relay.meta writes apart, so
+                # every wake-up reads the two small files again (never the directory).
+                index = read_index(self.relay_dir)
+                while True:
+                    if not self._wait(sub_path):
+                        return offset
+                    meta = read_meta(sub_path)
+                    if read_index(self.relay_dir) != index or meta is None or \
+                            meta.binlog_name != name or meta.binlog_pos < offset:
+                        return offset  # elsewhere now: the caller works out where
+                    if meta.binlog_pos > limit:
+                        break
+                limit = meta.binlog_pos
+                if os.fstat(f.fileno()).st_size < limit:
+                    return offset  # the caller reports it with the whole picture
 
 
 # --- starting from a GTID set ------------------------------------------------------------------

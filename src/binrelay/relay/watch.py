@@ -27,11 +27,11 @@ _POLL = 0.02
 class ChangeWaiter:
     """Not thread-safe; one per reader.  Close it when done."""
 
-    def __init__(self, relay_dir: Path) -> None:
+    def __init__(self, relay_dir: Path, *, use_inotify: bool = True) -> None:
         self.relay_dir = relay_dir
         self._inotify = None
         self._watched: dict[Path, int] = {}
-        if INotify is not None:
+        if INotify is not None and use_inotify:
             with contextlib.suppress(OSError):
                 self._inotify = INotify()
         self._stamps: dict[Path, int] = {}
