@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import signal
@@ -65,6 +66,35 @@ def test_seed_purge_example_end_to_end(mariadb_factory, tmp_path: Path) -> None:
         "0-1.000001", "0-2.000002", "0-1.000003"]
     copy = tmp_path / "copy"
     shutil.copytree(relay_dir, copy)
+
+    # A consumer in the middle of the oldest subdir holds it: refused past it, clearly.
+    index = read_index(relay_dir)
+    assert index is not None
+    held = RelayPosition(index[0], "mysql-bin.000002", 4)
+    reg.register(relay_dir, "spark", held)
+    proc = run_binrelay("purge-relay", "--config", str(config), "--filename",
+                        "mysql-bin.000001")
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "consumer 'spark'" in last and "0-1.000001" in last, last
+    before = {p: p.stat().st_mtime_ns for p in relay_dir.rglob("mysql-bin.*")}
+    for args, message in (
+            (["--filename", "mysql-bin.000001", "--sub-dir", "0-9.000009"],
+             "not in server-uuid.index"),
+            (["--filename", "mysql-bin.000099", "--sub-dir", "0-2.000002"],
+             "is not a relay file"),
+            (["--filename", "mysql-bin.000099"], "comes after the file the relay is writing")):
+        proc = run_binrelay("purge-relay", "--config", str(config), *args)
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    assert {p: p.stat().st_mtime_ns for p in relay_dir.rglob("mysql-bin.*")} == before
+    proc = run_binrelay("purge-relay", "--config", str(config), "--filename",
+                        "mysql-bin.000002", "--sub-dir", "0-1.000001")
+    assert proc.returncode == 0, proc.stderr
+    got = _by_file(RelayReader(relay_dir, held))
+    assert next(iter(got)) == ("0-1.000001", "mysql-bin.000002")
+    assert all(data == (relay_dir / s / n).read_bytes() for (s, n), data in got.items())
+    assert len(got) == sum(len(list_binlogs(relay_dir / str(x))) for x in index)
+    reg.unregister(relay_dir, "spark")
 
     proc = run_binrelay("purge-relay", "--config", str(config), "--filename",
                         "mysql-bin.000001", "--sub-dir", "0-2.000002")
@@ -175,7 +205,26 @@ def test_automatic_purge_keeps_what_a_consumer_needs(mariadb_factory, tmp_path: 
         assert relay.stop() == 0
     assert list_binlogs(sub)[0] == files[3]
     got = _by_file(RelayReader(relay_dir, hold))
-    assert next(iter(got)) == (str(hold.subdir), files[3])
+    assert all(data == (sub / name).read_bytes() for (_s, name), data in got.items())
+
+    # By age: files untouched for longer than `expires` go, stopping at the first newer one.
+    reg.unregister(relay_dir, "spark")
+    old = time.time() - 5 * 3600
+    for name in (files[3], files[4], files[6]):
+        os.utime(sub / name, (old, old))
+    config = write_config(tmp_path / "expires.toml", server, relay_dir,
+                          purge={"interval": 1, "expires": 2, "remain-space": 0})
+    relay = RelayProcess(config, tmp_path / "expires.log")
+    try:
+        deadline = time.monotonic() + 30
+        while list_binlogs(sub)[0] != files[5] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.5)
+    finally:
+        assert relay.stop() == 0
+    assert list_binlogs(sub)[0] == files[5]  # files[5] is newer: files[6] stays too
+    got = _by_file(RelayReader(relay_dir))
+    assert next(iter(got)) == (str(hold.subdir), files[5])
     assert all(data == (sub / name).read_bytes() for (_s, name), data in got.items())
 
 
