@@ -111,5 +111,12 @@ class TxnTracker:
         return state == _IDLE
 
 
+def is_transaction_control(prefix: bytes) -> bool:
+    """BEGIN, COMMIT, ROLLBACK, XA ...: a Query that is not itself a change."""
+    upper = prefix.lstrip().upper()
+    return upper.startswith((b"BEGIN", b"COMMIT", b"ROLLBACK", b"XA ", b"SAVEPOINT",
+                             b"RELEASE SAVEPOINT"))
+
+
 def needs_query_prefix(event_type: int) -> bool:
     return event_type in (c.QUERY_EVENT, c.QUERY_COMPRESSED_EVENT, c.EXECUTE_LOAD_QUERY_EVENT)

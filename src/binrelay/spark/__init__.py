@@ -1,0 +1,9 @@
+"""The Spark side: the ``relaylog`` data source and the session it runs in.
+
+Importing this package does not import pyspark; :func:`build_session` and :func:`register`
+do.
+"""
+
+from binrelay.spark.session import build_session, register
+
+__all__ = ["build_session", "register"]

@@ -1,0 +1,108 @@
+"""Executor side of the ``relaylog`` source: one partition's bytes to Arrow record batches.
+
+Runs where Spark puts the task: it opens the relay file itself, reads the file's FDE (needed
+to decode anything) and then exactly the partition's byte range, which starts and ends at
+transaction ends, so every table map its rows need is inside.  Memory: one read chunk plus
+one Arrow batch.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from binrelay.binlog import constants as c
+from binrelay.binlog.framing import iter_events
+from binrelay.binlog.txn import is_transaction_control
+from binrelay.errors import RelayDirError
+from binrelay.relay.scan import read_fde
+from binrelay.rows.decoder import EventDecoder
+from binrelay.rows.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
+from binrelay.rows.scanner import ChangeScanner
+from binrelay.spark.changes import RowBuilder
+from binrelay.spark.planning import Segment
+
+_CHUNK = 8 << 20
+_BATCH_ROWS = 8192
+_HEADER = struct.Struct("<IBIIIH")
+_TS = struct.Struct("<I")
+
+
+def _fde_bytes(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(4)
+        head = f.read(c.EVENT_HEADER_LEN)
+        if len(head) < c.EVENT_HEADER_LEN:
+            raise RelayDirError(f"relay file {path} has no valid binlog header")
+        size = _HEADER.unpack(head)[3]
+        return head + f.read(size - c.EVENT_HEADER_LEN)
+
+
+def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
+    path = relay_dir / segment.subdir / segment.file
+    if not path.exists():
+        raise RelayDirError(f"relay file {path} is gone (purged?) but a batch still needs it",
+                            hint="register the pipeline as a relay consumer so purge keeps it")
+    if segment.kind == "ddl":
+        yield from _ddl_rows(path, segment)
+        return
+    rows = RowBuilder(segment.subdir, segment.file)
+    scanner = ChangeScanner(path=str(path))
+    for _ in scanner.scan(_fde_bytes(path), file_offset=4):
+        pass
+    last_where = None
+    row = 0
+    with open(path, "rb") as f:
+        f.seek(segment.start)
+        base = segment.start
+        buf = b""
+        while base + len(buf) < segment.stop or buf:
+            want = min(_CHUNK, segment.stop - base - len(buf))
+            more = f.read(want) if want > 0 else b""
+            if not more and not buf:
+                break
+            buf += more
+            for change in scanner.scan(buf, file_offset=base):
+                where = change.where
+                if where is last_where:
+                    row += 1
+                else:
+                    last_where, row = where, 0
+                ts = _TS.unpack_from(buf, where.pos - base)[0] if where is not None else 0
+                rows.add_change(change, ts, row)
+                if len(rows) >= _BATCH_ROWS:
+                    yield rows.flush()
+            used = scanner.stopped_at
+            if used == 0 and not more:
+                raise RelayDirError(f"relay file {path} ends inside an event at "
+                                    f"{base}, before the partition's end {segment.stop}")
+            buf = buf[used:]
+            base += used
+            if base >= segment.stop:
+                break
+    if len(rows):
+        yield rows.flush()
+
+
+def _ddl_rows(path: Path, segment: Segment) -> Iterator[Any]:
+    rows = RowBuilder(segment.subdir, segment.file)
+    fde = read_fde(path)
+    if fde is None:
+        raise RelayDirError(f"relay file {path} has no valid binlog header")
+    decoder = EventDecoder(path=str(path))
+    decoder.decode(_fde_bytes(path), 4)
+    gtid: str | None = None
+    with open(path, "rb") as f:
+        for pos, raw in iter_events(f, segment.start, segment.stop,
+                                    checksum_alg=fde.checksum_alg, path=str(path)):
+            ev = decoder.decode(raw, pos)
+            if isinstance(ev, MariadbGtidEvent | MysqlGtidEvent):
+                gtid = ev.gtid
+            elif isinstance(ev, QueryEvent) and \
+                    not is_transaction_control(ev.query[:32].encode()):
+                rows.add_ddl(pos=pos, end_pos=pos + len(raw), gtid=gtid,
+                             commit_ts=ev.header.timestamp, schema=ev.schema, query=ev.query)
+    if len(rows):
+        yield rows.flush()

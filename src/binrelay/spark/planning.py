@@ -1,0 +1,177 @@
+"""Offsets and partitions over a relay dir, for the ``relaylog`` source's driver side.
+
+An offset is a relay position at a transaction end (or a file start), as a plain dict
+``{"subdir": "0-1.000001", "file": "mysql-bin.000003", "pos": 1234}``.  Offsets never pass the
+durable end (the last subdir's relay.meta).  A range between two offsets is cut into
+partitions: byte ranges of one relay file whose both ends are transaction ends, so any
+executor decodes one on its own (ROW transactions carry their own table maps).  A DDL
+transaction is always a partition of its own, and with the DDL barrier a batch holding a DDL
+holds nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from binrelay.errors import RelayDirError
+from binrelay.relay.layout import (
+    SubdirName,
+    binlog_sort_key,
+    list_binlogs,
+    read_index,
+    read_meta,
+)
+from binrelay.relay.position import RelayPosition
+from binrelay.relay.txnscan import DDL, DML, transaction_ends
+
+
+def to_offset(pos: RelayPosition) -> dict[str, Any]:
+    return {"subdir": str(pos.subdir), "file": pos.binlog_name, "pos": pos.binlog_pos}
+
+
+def from_offset(offset: dict[str, Any]) -> RelayPosition:
+    try:
+        return RelayPosition(SubdirName.parse(str(offset["subdir"])), str(offset["file"]),
+                             int(offset["pos"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RelayDirError(f"not a relay offset: {offset!r}",
+                            hint='an offset looks like {"subdir": "0-1.000001", '
+                                 '"file": "mysql-bin.000001", "pos": 4}') from exc
+
+
+def durable_end(relay_dir: Path) -> RelayPosition:
+    index = read_index(relay_dir)
+    if not index:
+        raise RelayDirError(f"{relay_dir} holds no relay log (no server-uuid.index)",
+                            hint="start `binrelay relay` first, or check relay-dir")
+    meta = read_meta(relay_dir / str(index[-1]))
+    if meta is None:
+        raise RelayDirError(f"{relay_dir / str(index[-1])} has no relay.meta")
+    return RelayPosition(index[-1], meta.binlog_name, meta.binlog_pos)
+
+
+def earliest(relay_dir: Path) -> RelayPosition:
+    for subdir in read_index(relay_dir) or []:
+        files = list_binlogs(relay_dir / str(subdir))
+        if files:
+            return RelayPosition(subdir, files[0], 4)
+    return durable_end(relay_dir)
+
+
+@dataclass(frozen=True)
+class Span:
+    """The part of one relay file between two positions."""
+
+    subdir: SubdirName
+    file: str
+    start: int
+    stop: int
+    #: The span reaches the end of a file the relay has finished (bytes after its last
+    #: transaction end, if any, belong to a transaction the upstream never completed).
+    finished: bool
+
+    @property
+    def path_parts(self) -> tuple[str, str]:
+        return str(self.subdir), self.file
+
+
+def spans(relay_dir: Path, start: RelayPosition, end: RelayPosition) -> list[Span]:
+    index = read_index(relay_dir) or []
+    out: list[Span] = []
+    for subdir in index:
+        if subdir.seq < start.subdir.seq or subdir.seq > end.subdir.seq:
+            continue
+        sub = relay_dir / str(subdir)
+        meta = read_meta(sub)
+        files = list_binlogs(sub)
+        for name in files:
+            here = (subdir.seq, binlog_sort_key(name))
+            if here < start.file_key() or here > end.file_key():
+                continue
+            size = (sub / name).stat().st_size
+            is_meta_file = meta is not None and name == meta.binlog_name
+            finished = not is_meta_file and (
+                meta is None or binlog_sort_key(name) < binlog_sort_key(meta.binlog_name))
+            stop = size if finished else (meta.binlog_pos if meta is not None else 4)
+            if here == end.file_key():
+                finished = finished and end.binlog_pos >= size
+                stop = min(stop, end.binlog_pos)
+            first = start.binlog_pos if here == start.file_key() else 4
+            if stop > first or finished:
+                out.append(Span(subdir, name, max(first, 4), stop, finished))
+    return out
+
+
+def advance(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
+            max_bytes: int | None = None, max_transactions: int | None = None,
+            ddl_barrier: bool = True) -> RelayPosition:
+    """The furthest offset after ``start`` and not past ``end`` within the limits.
+
+    With ``ddl_barrier`` a batch stops before a DDL, or holds only that DDL when it comes
+    first.  Limits never leave a batch empty: one transaction always fits.
+    """
+    last = start
+    taken_bytes = 0
+    taken = 0
+    for span in spans(relay_dir, start, end):
+        path = relay_dir / str(span.subdir) / span.file
+        budget = None if max_bytes is None else span.start + max(0, max_bytes - taken_bytes)
+        ends = transaction_ends(path, span.start, span.stop, enough_at=budget)
+        prev = span.start
+        for txn in ends:
+            moved = last != start
+            if ddl_barrier and txn.kind == DDL:
+                if moved:
+                    return last
+                return RelayPosition(span.subdir, span.file, txn.end)
+            size = txn.end - prev
+            if max_bytes is not None and moved and taken_bytes + size > max_bytes:
+                return last
+            taken_bytes += size
+            prev = txn.end
+            last = RelayPosition(span.subdir, span.file, txn.end)
+            if txn.kind == DML:
+                taken += 1
+                if max_transactions is not None and taken >= max_transactions:
+                    return last
+        if budget is not None and ends and ends[-1].end >= budget and ends[-1].end < span.stop:
+            return last  # the byte budget ran out inside this file
+        if span.finished:
+            last = RelayPosition(span.subdir, span.file, span.stop)
+    return last
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One partition: relay file bytes [start, stop), whole transactions only."""
+
+    subdir: str
+    file: str
+    start: int
+    stop: int
+    kind: str  # "dml" or "ddl"
+
+
+def plan_partitions(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
+                    target_bytes: int = 16 << 20) -> list[Segment]:
+    out: list[Segment] = []
+    for span in spans(relay_dir, start, end):
+        path = relay_dir / str(span.subdir) / span.file
+        seg_start = span.start
+        prev = span.start
+        for txn in transaction_ends(path, span.start, span.stop):
+            if txn.kind == DDL:
+                if prev > seg_start:
+                    out.append(Segment(*span.path_parts, seg_start, prev, DML))
+                out.append(Segment(*span.path_parts, prev, txn.end, DDL))
+                seg_start = prev = txn.end
+                continue
+            prev = txn.end
+            if prev - seg_start >= target_bytes:
+                out.append(Segment(*span.path_parts, seg_start, prev, DML))
+                seg_start = prev
+        if prev > seg_start:
+            out.append(Segment(*span.path_parts, seg_start, prev, DML))
+    return out

@@ -1,0 +1,53 @@
+"""A SparkSession bound to loopback, with the ``relaylog`` source registered.
+
+Spark binds its driver and block manager to the machine's external address by default;
+binrelay keeps every server it starts on 127.0.0.1 unless told otherwise, so the driver,
+block manager and (in tests) the UI-less session all bind to loopback, and executors run the
+venv's own Python.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+LOOPBACK = "127.0.0.1"
+
+
+def spark_env() -> None:
+    """Environment every Spark process of ours needs (set before the JVM starts)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def build_session(master: str = "local[*]", *, app_name: str = "binrelay",
+                  ui: bool = False, conf: dict[str, Any] | None = None) -> SparkSession:
+    spark_env()
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.driver.bindAddress", LOOPBACK)
+               .config("spark.driver.host", LOOPBACK)
+               .config("spark.ui.enabled", "true" if ui else "false")
+               .config("spark.ui.host", LOOPBACK)
+               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def register(spark: SparkSession) -> None:
+    from binrelay.spark.source import RelayLogDataSource
+
+    spark.dataSource.register(RelayLogDataSource)
