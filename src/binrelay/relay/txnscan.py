@@ -62,15 +62,21 @@ def transaction_ends(path: Path, start: int, stop: int, *,
             if len(buf) - off < c.EVENT_HEADER_LEN:
                 more = f.read(min(_CHUNK, stop - base - len(buf)))
                 if not more:
+                    if stop - pos < c.EVENT_HEADER_LEN:
+                        break  # a torn header at the end of a finished file
                     raise RelayDirError(f"relay file {path} ends at {base + len(buf)}, before "
                                         f"{stop}", hint="restart the relay to recover it")
                 buf = buf[off:] + more
                 base = pos
                 continue
             etype, size = _TYPE_SIZE.unpack_from(buf, off + 4)
-            if size < c.EVENT_HEADER_LEN or pos + size > stop:
-                raise BinlogFormatError(f"event of {size} bytes does not fit before {stop}",
+            if size < c.EVENT_HEADER_LEN:
+                raise BinlogFormatError(f"event size {size} is smaller than its header",
                                         path=str(path), offset=pos)
+            if pos + size > stop:
+                # Only a finished file's torn tail (the upstream crashed mid-event) gets here:
+                # stops inside files being written are transaction ends.
+                break
             if not tracker.in_transaction:
                 txn_start = pos
                 saw_rows = False

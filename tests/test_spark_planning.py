@@ -1,0 +1,122 @@
+"""Offsets, batch limits, DDL barriers and partitions over generated relay dirs (no Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from binlog_builder import BinlogBuilder
+from binrelay.relay.layout import RelayMeta, SubdirName, write_index, write_meta
+from binrelay.relay.position import RelayPosition
+from binrelay.relay.txnscan import DDL, DML, OTHER, transaction_ends
+from binrelay.spark.planning import (
+    advance,
+    durable_end,
+    earliest,
+    from_offset,
+    plan_partitions,
+    to_offset,
+)
+
+SUB = SubdirName.parse("0-1.000001")
+
+
+def _relay(root: Path, files: list[BinlogBuilder], *, meta_pos: int | None = None) -> None:
+    sub = root / str(SUB)
+    sub.mkdir(parents=True)
+    for i, b in enumerate(files):
+        (sub / f"mysql-bin.{i + 1:06d}").write_bytes(b.bytes())
+    last = files[-1]
+    write_meta(sub, RelayMeta(f"mysql-bin.{len(files):06d}",
+                              meta_pos if meta_pos is not None else last.boundaries[-1], ""))
+    write_index(root, [SUB])
+
+
+def _file(trx: int, *, ddl_at: tuple[int, ...] = (), rotate: bool = True,
+          torn_tail: bool = False) -> BinlogBuilder:
+    b = BinlogBuilder()
+    b.gtid_list([])
+    for i in range(trx):
+        if i in ddl_at:
+            b.ddl(f"CREATE TABLE app.t{i} (id INT)")
+        else:
+            b.trx([i, i + 1], statements=2)
+    if torn_tail:
+        b.trx([99])
+        del b.data[-10:]  # the upstream crashed inside this transaction
+    elif rotate:
+        b.rotate(f"mysql-bin.{2:06d}")
+    return b
+
+
+def test_transaction_ends_and_kinds(tmp_path: Path) -> None:
+    b = _file(5, ddl_at=(2,))
+    _relay(tmp_path, [b])
+    ends = transaction_ends(tmp_path / str(SUB) / "mysql-bin.000001", 4, len(b.data))
+    # Every transaction end, plus the FDE and the Rotate, which stand alone.
+    assert [e.end for e in ends] == b.boundaries
+    kinds = [e.kind for e in ends]
+    assert kinds.count(DDL) == 1 and kinds.count(DML) == 4
+    assert kinds[:2] == [OTHER, OTHER] and kinds[-1] == OTHER  # FDE, GTID_LIST, Rotate
+
+
+def test_offsets_round_trip(tmp_path: Path) -> None:
+    _relay(tmp_path, [_file(2)])
+    start = earliest(tmp_path)
+    assert start == RelayPosition(SUB, "mysql-bin.000001", 4)
+    assert from_offset(to_offset(durable_end(tmp_path))) == durable_end(tmp_path)
+
+
+def test_batches_respect_limits_and_the_ddl_barrier(tmp_path: Path) -> None:
+    first = _file(6, ddl_at=(3,))
+    second = _file(4, rotate=False)
+    _relay(tmp_path, [first, second])
+    start, end = earliest(tmp_path), durable_end(tmp_path)
+    batches = []
+    pos = start
+    while pos != end:
+        nxt = advance(tmp_path, pos, end, max_transactions=2)
+        assert nxt.sort_key > pos.sort_key
+        batches.append((pos, nxt))
+        pos = nxt
+    ddl_batches = [b for b in batches if plan_partitions(tmp_path, *b)[0].kind == DDL]
+    assert len(ddl_batches) == 1
+    (ddl_start, ddl_end), = ddl_batches
+    assert [s.kind for s in plan_partitions(tmp_path, ddl_start, ddl_end)] == [DDL]
+    # Every DML transaction is in exactly one batch, and batches tile the range.
+    assert batches[0][0] == start and batches[-1][1] == end
+    assert all(a[1] == b[0] for a, b in zip(batches, batches[1:], strict=False))
+    # Without the barrier and limits, one batch takes everything.
+    assert advance(tmp_path, start, end, ddl_barrier=False) == end
+
+
+def test_byte_limit_keeps_at_least_one_transaction(tmp_path: Path) -> None:
+    _relay(tmp_path, [_file(5, rotate=False)])
+    start, end = earliest(tmp_path), durable_end(tmp_path)
+    one = advance(tmp_path, start, end, max_bytes=1)
+    assert start.sort_key < one.sort_key < end.sort_key
+
+
+def test_partitions_are_transaction_aligned_and_tile_the_range(tmp_path: Path) -> None:
+    first = _file(30, ddl_at=(7,))
+    second = _file(30, rotate=False)
+    _relay(tmp_path, [first, second])
+    start, end = earliest(tmp_path), durable_end(tmp_path)
+    parts = plan_partitions(tmp_path, start, end, target_bytes=1500)
+    assert len(parts) > 4
+    for f, b in (("mysql-bin.000001", first), ("mysql-bin.000002", second)):
+        mine = [p for p in parts if p.file == f]
+        cuts = {4, *b.boundaries}
+        assert all(p.start in cuts and p.stop in cuts for p in mine)
+        assert all(x.stop == y.start for x, y in zip(mine, mine[1:], strict=False))
+    assert [p.kind for p in parts].count(DDL) == 1
+
+
+def test_a_torn_tail_of_a_finished_file_is_skipped(tmp_path: Path) -> None:
+    first = _file(3, rotate=False, torn_tail=True)
+    second = _file(2, rotate=False)
+    _relay(tmp_path, [first, second])
+    start, end = earliest(tmp_path), durable_end(tmp_path)
+    assert advance(tmp_path, start, end) == end
+    parts = plan_partitions(tmp_path, start, end)
+    # The builder marked the cut transaction's end; the last whole one ends before it.
+    assert max(p.stop for p in parts if p.file == "mysql-bin.000001") == first.boundaries[-2]
