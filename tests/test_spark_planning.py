@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from binlog_builder import BinlogBuilder
@@ -84,7 +85,7 @@ def test_batches_respect_limits_and_the_ddl_barrier(tmp_path: Path) -> None:
     assert [s.kind for s in plan_partitions(tmp_path, ddl_start, ddl_end)] == [DDL]
     # Every DML transaction is in exactly one batch, and batches tile the range.
     assert batches[0][0] == start and batches[-1][1] == end
-    assert all(a[1] == b[0] for a, b in zip(batches, batches[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(batches))
     # Without the barrier and limits, one batch takes everything.
     assert advance(tmp_path, start, end, ddl_barrier=False) == end
 
@@ -107,7 +108,7 @@ def test_partitions_are_transaction_aligned_and_tile_the_range(tmp_path: Path) -
         mine = [p for p in parts if p.file == f]
         cuts = {4, *b.boundaries}
         assert all(p.start in cuts and p.stop in cuts for p in mine)
-        assert all(x.stop == y.start for x, y in zip(mine, mine[1:], strict=False))
+        assert all(x.stop == y.start for x, y in itertools.pairwise(mine))
     assert [p.kind for p in parts].count(DDL) == 1
 
 
