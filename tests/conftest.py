@@ -91,3 +91,13 @@ def mariadb_factory(
 @pytest.fixture
 def mariadb(mariadb_factory: ServerFactory) -> MariaDBServer:
     return mariadb_factory(server_id=1)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark (2 cores, loopback, no UI) for every Spark test of the session."""
+    from binrelay.spark import build_session
+
+    session = build_session("local[2]", app_name="binrelay-tests")
+    yield session
+    session.stop()
