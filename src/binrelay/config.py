@@ -62,6 +62,29 @@ class PurgeConfig:
 
 
 @dataclass(frozen=True)
+class ToConfig:
+    """``[to]``: the downstream server the sync applies changes to."""
+
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    """``[sync]``: the apply pipeline on Spark."""
+
+    master: str = "local[*]"
+    pipeline: str = "sync"
+    checkpoint_schema: str = "binrelay"
+    batch_bytes: int = 64 << 20
+    batch_transactions: int = 0
+    tasks: int = 4
+    partition_bytes: int = 16 << 20
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole file; key names in snake_case, ``[from]`` as ``from_``."""
 
@@ -76,6 +99,8 @@ class Config:
     relay_sync_interval: float = 0.1
     from_: FromConfig = field(default_factory=FromConfig)
     purge: PurgeConfig = field(default_factory=PurgeConfig)
+    to: ToConfig = field(default_factory=ToConfig)
+    sync: SyncConfig = field(default_factory=SyncConfig)
     #: The file the values came from.  ``load_config`` stores it absolute so that
     #: :meth:`resolve_relay_dir` does not depend on the current directory at call time.
     source_path: str = ""
@@ -373,12 +398,43 @@ SCHEMA: dict[str, dict[str, Field]] = {
             "fully applied (TiDB Drainer's relay-log GC). Needs at least one consumer.",
         ),
     },
+    "to": {
+        "host": Field(_Str(nonempty=True), "127.0.0.1", "Downstream host name or IP address."),
+        "port": Field(_Int(1, 65535), 3306, "Downstream TCP port."),
+        "user": Field(_Str(), "root", "User the sync applies changes as."),
+        "password": Field(
+            _Str(), "",
+            "Password of `user`. When the key is absent, the environment variable "
+            "`BINRELAY_TO_PASSWORD` is used if set.",
+            env="BINRELAY_TO_PASSWORD", secret=True,
+        ),
+    },
+    "sync": {
+        "master": Field(_Str(nonempty=True), "local[*]",
+                        "Spark master URL: `local[*]`, `local[N]` or `spark://host:port`."),
+        "pipeline": Field(_Str(nonempty=True), "sync",
+                          "Name of this pipeline: its checkpoint row and relay consumer name."),
+        "checkpoint-schema": Field(_Str(nonempty=True), "binrelay",
+                                   "Downstream schema holding the checkpoint table."),
+        "batch-bytes": Field(_Int(1), 64 << 20,
+                             "Relay bytes one batch takes at most (at least one transaction).",
+                             unit="bytes", default_doc="67108864"),
+        "batch-transactions": Field(_Int(0), 0,
+                                    "Transactions one batch takes at most; 0 = no limit."),
+        "tasks": Field(_Int(1, 1024), 4,
+                       "Parallel apply tasks (downstream connections) per batch."),
+        "partition-bytes": Field(_Int(1 << 16), 16 << 20,
+                                 "Relay bytes one read partition (Spark task) decodes.",
+                                 unit="bytes", default_doc="16777216"),
+    },
 }
 
 #: section -> (attribute of Config, dataclass holding that section's values).
 _SECTIONS: dict[str, tuple[str, type]] = {
     "from": ("from_", FromConfig),
     "purge": ("purge", PurgeConfig),
+    "to": ("to", ToConfig),
+    "sync": ("sync", SyncConfig),
 }
 
 
