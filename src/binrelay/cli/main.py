@@ -75,6 +75,48 @@ def relay(config_path: str) -> None:
     service.run()
 
 
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="TOML configuration file")
+@click.option("--until-caught-up", is_flag=True,
+              help="apply everything relayed so far, then exit 0")
+@reports_errors
+def sync(config_path: str, until_caught_up: bool) -> None:
+    """Apply the relay log to the downstream ([to]) on Spark, until stopped."""
+    from binrelay.spark.sync import SyncPipeline
+
+    config = _load(config_path)
+    stopping = {"now": False}
+
+    def stop(signum: int, _frame: object) -> None:
+        log.info("signal %d received: stopping after the current batch", signum)
+        stopping["now"] = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    pipeline = SyncPipeline(config, should_stop=lambda: stopping["now"])
+    stats = pipeline.run(until_caught_up=until_caught_up)
+    click.echo(f"applied {stats.batches} batch(es): {stats.changes} row change(s), "
+               f"{stats.ddl} DDL statement(s) in {stats.seconds:.1f} s")
+
+
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="TOML configuration file")
+@reports_errors
+def recover(config_path: str) -> None:
+    """Bring the downstream back to a consistent state from the relay log (no upstream)."""
+    from binrelay.spark.sync import recover as run_recover
+
+    config = _load(config_path)
+    needed, stats = run_recover(config)
+    if not needed:
+        click.echo("checkpoint is consistent: nothing to recover")
+        return
+    click.echo(f"recovered: applied {stats.batches} batch(es), {stats.changes} row change(s), "
+               f"{stats.ddl} DDL statement(s); checkpoint consistent")
+
+
 @main.command("purge-relay")
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
               help="TOML configuration file (for relay-dir)")
@@ -145,3 +187,7 @@ def demo(seconds: float, keep: bool) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+from binrelay.cli.dump import dump  # noqa: E402
+
+main.add_command(dump)

@@ -1,0 +1,281 @@
+"""``binrelay sync`` and ``binrelay recover``: the relay log applied to the downstream on Spark.
+
+The loop, one batch at a time (the downstream checkpoint is the only position that counts):
+
+1. The next batch is the relay range [checkpoint position, end): ``end`` from the batch
+   limits, never past the relay's durable end, and never mixing DDL with anything else.
+   After a crash the first batch is exactly the batch that was in flight (Drainer's rule:
+   replay the same range).
+2. A DDL batch runs on the driver, once, idempotently on replay; then the checkpoint moves.
+3. Otherwise the checkpoint is marked in flight (``consistent = 0``), Spark reads the range
+   with the ``relaylog`` source, routes every change by table and key (folded for
+   case-insensitive collations; an update that changes the key goes as a delete of the old
+   key and an insert of the new one), and each of ``[sync] tasks`` tasks applies the net
+   effect of its keys in one downstream transaction (REPLACE / DELETE, tables without a key
+   in relay order).  When every task has committed, the checkpoint moves to ``end`` with
+   ``consistent = 1`` and the relay consumer position follows.
+
+A crash between 3's first and last step leaves ``consistent = 0``: replaying the batch
+brings the downstream to the upstream's state at ``end`` (see docs/apply.md).  Nothing here
+talks to the upstream: ``recover`` works while it is down.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from binrelay.apply.applier import Downstream, apply_ddl, apply_plan_part
+from binrelay.apply.changes import ABSENT, Change, TableRef
+from binrelay.apply.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    Position,
+    TaskLedger,
+    create_checkpoint_table,
+    finish_batch,
+    init_checkpoint,
+    mark_in_flight,
+    read_checkpoint,
+)
+from binrelay.apply.plan import (
+    DELETE,
+    INSERT,
+    PlanPart,
+    fold_key,
+    ordered_task_id,
+    partition_of,
+    plan_batch,
+)
+from binrelay.config import Config
+from binrelay.relay import consumers
+from binrelay.relay.layout import SubdirName, binlog_sort_key
+from binrelay.relay.position import RelayPosition
+from binrelay.relay.watch import ChangeWaiter
+from binrelay.spark.changes import decode_image
+from binrelay.spark.decode import decode_segment
+from binrelay.spark.planning import (
+    advance,
+    durable_end,
+    earliest,
+    plan_partitions,
+    to_offset,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _position(pos: RelayPosition) -> Position:
+    return Position(str(pos.subdir), pos.binlog_name, pos.binlog_pos)
+
+
+def _relay_position(pos: Position) -> RelayPosition:
+    return RelayPosition(SubdirName.parse(pos.subdir), pos.binlog_name, pos.binlog_pos)
+
+
+# --- what runs in Spark tasks (picklable, no driver state) ---------------------------------
+
+
+def _sort_position(subdir: str, file: str, pos: int, row: int, part: int) -> tuple[int, ...]:
+    return (SubdirName.parse(subdir).seq, binlog_sort_key(file)[1], pos, row, part)
+
+
+def row_changes(row: Any) -> Iterator[Change]:
+    """Spark row -> apply changes; an update that moves the key becomes delete + insert."""
+    table = TableRef(row["schema"], row["table"])
+    columns = tuple(row["columns"])
+    key = tuple(row["key"] or ())
+    before = decode_image(row["before"], row["before_kinds"])
+    after = decode_image(row["after"], row["after_kinds"])
+    op = row["op"]
+    base = (row["subdir"], row["file"], row["pos"], row["row"])
+    if op == "update" and key and before is not None and after is not None:
+        old = tuple(before[i] for i in key)
+        new = tuple(after[i] for i in key)
+        if old != new and not any(v is ABSENT for v in new):
+            yield Change(table, DELETE, columns, key, before, None, _sort_position(*base, 0))
+            yield Change(table, INSERT, columns, key, None, after, _sort_position(*base, 1))
+            return
+    yield Change(table, op, columns, key, before, after, _sort_position(*base, 0))
+
+
+def route(change: Change, tasks: int) -> int:
+    """The task that applies ``change``: by folded key, or by table when it has none."""
+    if not change.key:
+        return partition_of(change.table, (), tasks)
+    image = change.after if change.op == INSERT else change.before
+    assert image is not None
+    return partition_of(change.table, fold_key(tuple(image[i] for i in change.key)), tasks)
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    downstream: Downstream
+    pipeline: str
+    batch_id: int
+    store: CheckpointStore
+    tasks: int
+
+
+def apply_task(ctx: TaskContext, index: int, changes: Iterator[Change]) -> Iterator[int]:
+    """One apply task: the net effect of its keys, in one downstream transaction each part."""
+    local = sorted(changes, key=lambda ch: ch.position)
+    if not local:
+        yield 0
+        return
+    plan = plan_batch(local)
+    ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
+    parts = []
+    if plan.keyed:
+        parts.append(PlanPart(f"keyed-{index}-of-{ctx.tasks}", plan.keyed))
+    parts += [PlanPart(f"{ordered_task_id(t.table)}-{index}-of-{ctx.tasks}", ordered=t)
+              for t in plan.ordered]
+    conn = ctx.downstream.connect()
+    try:
+        for part in parts:
+            apply_plan_part(conn, part, ledger=ledger)
+    finally:
+        conn.close()
+    yield len(local)
+
+
+# --- the driver ------------------------------------------------------------------------------
+
+
+@dataclass
+class SyncStats:
+    batches: int = 0
+    ddl: int = 0
+    changes: int = 0
+    seconds: float = 0.0
+
+
+class SyncPipeline:
+    def __init__(self, config: Config, *, spark: Any = None,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        self.config = config
+        self.relay_dir = config.resolve_relay_dir()
+        self.sync = config.sync
+        self.store = CheckpointStore(schema=config.sync.checkpoint_schema)
+        self.downstream = Downstream(config.to.host, config.to.port, config.to.user,
+                                     config.to.password)
+        self._spark = spark
+        self.should_stop = should_stop or (lambda: False)
+        self.stats = SyncStats()
+
+    # --- setup ---------------------------------------------------------------------------
+
+    @property
+    def spark(self) -> Any:
+        if self._spark is None:
+            from binrelay.spark.session import build_session
+
+            self._spark = build_session(self.sync.master, app_name=f"binrelay-{self.name}")
+        return self._spark
+
+    @property
+    def name(self) -> str:
+        return self.sync.pipeline
+
+    def checkpoint(self) -> Checkpoint:
+        conn = self.downstream.connect()
+        try:
+            create_checkpoint_table(conn, self.store)
+            found = read_checkpoint(conn, self.name, self.store)
+            if found is None:
+                found = init_checkpoint(conn, self.name, _position(earliest(self.relay_dir)),
+                                        self.store)
+            return found
+        finally:
+            conn.close()
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def run(self, *, until_caught_up: bool = False) -> SyncStats:
+        """Apply batches until told to stop, or (``until_caught_up``) until the relay's
+        durable end as it was at the start of each batch."""
+        started = time.monotonic()
+        waiter: ChangeWaiter | None = None
+        try:
+            while not self.should_stop():
+                cp = self.checkpoint()
+                start = _relay_position(cp.position)
+                consumers.register(self.relay_dir, self.name, start)
+                if not cp.consistent and cp.target is not None:
+                    self._batch(start, _relay_position(cp.target), cp.batch_id)
+                    continue
+                end_limit = durable_end(self.relay_dir)
+                if end_limit.sort_key <= start.sort_key:
+                    if until_caught_up:
+                        break
+                    waiter = waiter or ChangeWaiter(self.relay_dir)
+                    waiter.watch(self.relay_dir / str(end_limit.subdir))
+                    waiter.wait(1.0)
+                    continue
+                end = advance(self.relay_dir, start, end_limit,
+                              max_bytes=self.sync.batch_bytes,
+                              max_transactions=self.sync.batch_transactions or None)
+                self._batch(start, end, cp.batch_id + 1)
+        finally:
+            if waiter is not None:
+                waiter.close()
+            self.stats.seconds = time.monotonic() - started
+        return self.stats
+
+    def _batch(self, start: RelayPosition, end: RelayPosition, batch_id: int) -> None:
+        segments = plan_partitions(self.relay_dir, start, end,
+                                   target_bytes=self.sync.partition_bytes)
+        conn = self.downstream.connect()
+        try:
+            mark_in_flight(conn, self.name, batch_id, _position(end), self.store)
+            ddl = [s for s in segments if s.kind == "ddl"]
+            if ddl:
+                self._ddl(conn, ddl)
+            elif segments:
+                self._dml(start, end, batch_id)
+            finish_batch(conn, self.name, batch_id, self.store)
+        finally:
+            conn.close()
+        consumers.register(self.relay_dir, self.name, end)
+        self.stats.batches += 1
+        log.info("batch %d applied: %s -> %s", batch_id, start, end)
+
+    def _ddl(self, conn: Any, segments: list) -> None:
+        for segment in segments:
+            for batch in decode_segment(self.relay_dir, segment):
+                for row in batch.to_pylist():
+                    apply_ddl(conn, row["schema"] or None, row["query"],
+                              position=(row["pos"],))
+                    self.stats.ddl += 1
+
+    def _dml(self, start: RelayPosition, end: RelayPosition, batch_id: int) -> None:
+        import json
+
+        tasks = self.sync.tasks
+        ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks)
+        df = (self.spark.read.format("relaylog")
+              .option("relay_dir", str(self.relay_dir))
+              .option("startingOffset", json.dumps(to_offset(start)))
+              .option("endingOffset", json.dumps(to_offset(end)))
+              .option("partitionBytes", str(self.sync.partition_bytes))
+              .load().where("op != 'ddl'"))
+        routed = df.rdd.flatMap(lambda row: ((route(ch, tasks), ch) for ch in row_changes(row)))
+        counts = (routed.partitionBy(tasks, lambda k: k)
+                  .mapPartitionsWithIndex(
+                      lambda i, items: apply_task(ctx, i, (ch for _k, ch in items)))
+                  .collect())
+        self.stats.changes += sum(counts)
+
+
+def recover(config: Config) -> tuple[bool, SyncStats]:
+    """SPEC §2: if the checkpoint says ``consistent = 0``, replay the relay log from it to the
+    end of the last complete transaction relayed; never needs the upstream.  Returns whether
+    anything had to be done."""
+    pipeline = SyncPipeline(config)
+    cp = pipeline.checkpoint()
+    if cp.consistent:
+        return False, pipeline.stats
+    return True, pipeline.run(until_caught_up=True)
