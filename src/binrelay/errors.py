@@ -121,3 +121,95 @@ class BinlogPurgedError(UpstreamError):
     """The upstream no longer has the binlog the relay needs."""
 
     code = "BR4005"
+
+
+class ApplyError(BinrelayError):
+    """The apply side (planning changes, writing them downstream) cannot go on.
+
+    ``table`` (``schema.table`` text) and ``position`` (the relay position of the change, in
+    the caller's sortable form) say where, when known; both are in the one-line message too.
+    """
+
+    code = "BR5001"
+
+    def __init__(
+        self, message: str, *, table: str | None = None,
+        position: tuple[int, ...] | None = None, hint: str | None = None,
+    ) -> None:
+        where = []
+        if table is not None:
+            where.append(f"table {table}")
+        if position is not None:
+            where.append(f"position {'.'.join(map(str, position))}")
+        super().__init__(message + (f" ({', '.join(where)})" if where else ""), hint=hint)
+        self.reason = message
+        self.table = table
+        self.position = position
+
+
+class ChangeError(ApplyError):
+    """A change handed to the planner is malformed (bad op, image shape, key, position)."""
+
+    code = "BR5002"
+    hint = "this is a bug in whatever built the change; report it with the relay position"
+
+
+class CheckpointError(ApplyError):
+    """The checkpoint row is missing, belongs to another batch, or does not match a request."""
+
+    code = "BR5003"
+    hint = "run `binrelay recover` to finish the batch in flight before starting a new one"
+
+
+class DownstreamError(ApplyError):
+    """The downstream server refused or broke an apply session."""
+
+    code = "BR5101"
+    origin = "remote"
+    #: Worth reconnecting and running the same task again (it is idempotent).
+    retryable = False
+
+    def __init__(
+        self, message: str, *, table: str | None = None,
+        position: tuple[int, ...] | None = None, hint: str | None = None,
+        errno: int | None = None,
+    ) -> None:
+        super().__init__(message, table=table, position=position, hint=hint)
+        #: The server's (or the client library's) error number, when there is one.
+        self.errno = errno
+
+
+class DownstreamConnectionError(DownstreamError):
+    code = "BR5102"
+    retryable = True
+    hint = "check that the downstream in [to] is up and reachable; the batch is replayed on retry"
+
+
+class DownstreamAuthError(DownstreamError):
+    code = "BR5103"
+    hint = ("check [to] user and password, and that the user may write every replicated "
+            "schema and the checkpoint schema")
+
+
+class DownstreamRowError(DownstreamError):
+    """The downstream rejected a row the upstream accepted (constraint, type, missing row)."""
+
+    code = "BR5104"
+    hint = ("the downstream table differs from the upstream's (a constraint, NOT NULL, type or "
+            "row the upstream does not have); fix it downstream and run again: nothing of the "
+            "failed task was kept and the checkpoint did not move")
+
+
+class DownstreamSchemaError(DownstreamError):
+    """A table or column the change needs does not exist downstream."""
+
+    code = "BR5105"
+    hint = ("create the table downstream as the upstream has it (or replay the DDL) and run "
+            "again; the checkpoint did not move")
+
+
+class DownstreamDdlError(DownstreamError):
+    """A DDL statement failed downstream for a reason other than having run before."""
+
+    code = "BR5106"
+    hint = "apply the DDL by hand (or fix what blocks it) and run again"

@@ -45,6 +45,7 @@ from binrelay.apply.plan import (
     DELETE,
     INSERT,
     PlanPart,
+    batch_ordered_tables,
     fold_key,
     ordered_task_id,
     partition_of,
@@ -95,20 +96,25 @@ def row_changes(row: Any) -> Iterator[Change]:
     if op == "update" and key and before is not None and after is not None:
         old = tuple(before[i] for i in key)
         new = tuple(after[i] for i in key)
-        if old != new and not any(v is ABSENT for v in new):
+        if old != new and not any(v is ABSENT for v in after):
             yield Change(table, DELETE, columns, key, before, None, _sort_position(*base, 0))
             yield Change(table, INSERT, columns, key, None, after, _sort_position(*base, 1))
             return
     yield Change(table, op, columns, key, before, after, _sort_position(*base, 0))
 
 
-def route(change: Change, tasks: int) -> int:
-    """The task that applies ``change``: by folded key, or by table when it has none."""
-    if not change.key:
+def route(change: Change, tasks: int, ordered: frozenset[TableRef] = frozenset()) -> int:
+    """The task that applies ``change``: by folded key (keys a lenient collation may take
+    for one meet in one task), or by table when the table is replayed in order."""
+    if not change.key or change.table in ordered:
         return partition_of(change.table, (), tasks)
     image = change.after if change.op == INSERT else change.before
     assert image is not None
     return partition_of(change.table, fold_key(tuple(image[i] for i in change.key)), tasks)
+
+
+def _ordered_here(items: Iterator[tuple[int, Change]]) -> Iterator[set[TableRef]]:
+    yield set(batch_ordered_tables(ch for _k, ch in items))
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,8 @@ class TaskContext:
     batch_id: int
     store: CheckpointStore
     tasks: int
+    #: Tables replayed in relay order in this batch (each whole in one task).
+    ordered: frozenset[TableRef] = frozenset()
 
 
 def apply_task(ctx: TaskContext, index: int, changes: Iterator[Change]) -> Iterator[int]:
@@ -126,7 +134,7 @@ def apply_task(ctx: TaskContext, index: int, changes: Iterator[Change]) -> Itera
     if not local:
         yield 0
         return
-    plan = plan_batch(local)
+    plan = plan_batch(local, ordered_tables=ctx.ordered)
     ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
     parts = []
     if plan.keyed:
@@ -254,19 +262,31 @@ class SyncPipeline:
     def _dml(self, start: RelayPosition, end: RelayPosition, batch_id: int) -> None:
         import json
 
+        from pyspark import StorageLevel
+
         tasks = self.sync.tasks
-        ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks)
         df = (self.spark.read.format("relaylog")
               .option("relay_dir", str(self.relay_dir))
               .option("startingOffset", json.dumps(to_offset(start)))
               .option("endingOffset", json.dumps(to_offset(end)))
               .option("partitionBytes", str(self.sync.partition_bytes))
               .load().where("op != 'ddl'"))
-        routed = df.rdd.flatMap(lambda row: ((route(ch, tasks), ch) for ch in row_changes(row)))
-        counts = (routed.partitionBy(tasks, lambda k: k)
-                  .mapPartitionsWithIndex(
-                      lambda i, items: apply_task(ctx, i, (ch for _k, ch in items)))
-                  .collect())
+        # Two steps: which tables this batch must replay in order (no key, partial images,
+        # keys a collation may fold together) is known only from all of its changes, and such
+        # a table must be whole in one task, never also upserted by another.
+        cached = (df.rdd.flatMap(lambda row: ((route(ch, tasks), ch) for ch in row_changes(row)))
+                  .partitionBy(tasks, lambda k: k).persist(StorageLevel.MEMORY_AND_DISK))
+        try:
+            ordered = frozenset().union(*cached.mapPartitions(_ordered_here).collect())
+            routed = cached
+            if ordered:
+                routed = cached.map(lambda kv: (route(kv[1], tasks, ordered), kv[1])) \
+                    .partitionBy(tasks, lambda k: k)
+            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks, ordered)
+            counts = routed.mapPartitionsWithIndex(
+                lambda i, items: apply_task(ctx, i, (ch for _k, ch in items))).collect()
+        finally:
+            cached.unpersist()
         self.stats.changes += sum(counts)
 
 

@@ -1,0 +1,62 @@
+"""The apply side: row changes in, a downstream MySQL-family database equal to the upstream
+out. Spark-independent: Spark tasks call these functions (see ``docs/apply.md``).
+
+- :mod:`~binrelay.apply.changes`: ``TableRef``, ``Change``, ``ABSENT`` (frozen, picklable);
+- :mod:`~binrelay.apply.plan` (pure): ``plan_batch``, ``partition_of`` and the pieces;
+- :mod:`~binrelay.apply.sql` (pure): quoting and the statements sent;
+- :mod:`~binrelay.apply.checkpoint`: the checkpoint table and the batch protocol;
+- :mod:`~binrelay.apply.applier`: ``Downstream``, ``apply_plan_part``, ``apply_ddl``,
+  ``apply_transaction``.
+"""
+
+from binrelay.apply.applier import (
+    REPLICA_SQL_MODE,
+    DdlResult,
+    Downstream,
+    apply_ddl,
+    apply_plan_part,
+    apply_transaction,
+)
+from binrelay.apply.changes import ABSENT, DELETE, INSERT, UPDATE, Change, TableRef
+from binrelay.apply.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    CheckpointUpdate,
+    Position,
+    TaskLedger,
+    create_checkpoint_table,
+    finish_batch,
+    init_checkpoint,
+    mark_in_flight,
+    read_checkpoint,
+)
+from binrelay.apply.plan import BatchPlan, PlanPart, partition_of, plan_batch
+
+__all__ = [
+    "ABSENT",
+    "DELETE",
+    "INSERT",
+    "REPLICA_SQL_MODE",
+    "UPDATE",
+    "BatchPlan",
+    "Change",
+    "Checkpoint",
+    "CheckpointStore",
+    "CheckpointUpdate",
+    "DdlResult",
+    "Downstream",
+    "PlanPart",
+    "Position",
+    "TableRef",
+    "TaskLedger",
+    "apply_ddl",
+    "apply_plan_part",
+    "apply_transaction",
+    "create_checkpoint_table",
+    "finish_batch",
+    "init_checkpoint",
+    "mark_in_flight",
+    "partition_of",
+    "plan_batch",
+    "read_checkpoint",
+]

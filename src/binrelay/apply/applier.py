@@ -1,0 +1,416 @@
+"""Writing to the downstream: sessions, plan parts, DDL, strict-mode transactions.
+
+Spark tasks call these with a connection from :meth:`Downstream.connect` (a ``Downstream``
+is a picklable description: ship it, connect on the executor).
+
+Errors are ours (``binrelay.errors.DownstreamError`` and subclasses), one line, naming the
+table and the relay position of the row when there is one. The password is never part of a
+message or a repr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pymysql
+from pymysql.constants import CLIENT
+
+from binrelay.apply.changes import Change, TableRef
+from binrelay.apply.checkpoint import CheckpointUpdate, TaskLedger, advance_in_transaction
+from binrelay.apply.plan import Delete, KeyedOp, PlanPart, Upsert
+from binrelay.apply.sql import (
+    MAX_STATEMENT_BYTES,
+    MAX_STATEMENT_ROWS,
+    Statement,
+    change_statement,
+    ddl_kind,
+    delete_keys,
+    quote_ident,
+    rename_targets,
+    replace_rows,
+)
+from binrelay.errors import (
+    ApplyError,
+    DownstreamAuthError,
+    DownstreamConnectionError,
+    DownstreamDdlError,
+    DownstreamError,
+    DownstreamRowError,
+    DownstreamSchemaError,
+)
+
+__all__ = [
+    "REPLICA_SQL_MODE",
+    "DdlResult",
+    "Downstream",
+    "apply_ddl",
+    "apply_plan_part",
+    "apply_transaction",
+    "part_statements",
+]
+
+#: The session sql_mode. Like a replica's applier: NO_AUTO_VALUE_ON_ZERO so that a 0 in an
+#: AUTO_INCREMENT column stays 0; no NO_ZERO_DATE / NO_ZERO_IN_DATE and ALLOW_INVALID_DATES,
+#: so zero and invalid dates the upstream stored are stored again. Unlike MySQL's row
+#: applier we keep STRICT_ALL_TABLES: a value that does not fit the downstream column fails
+#: the batch instead of being silently truncated or replaced by a default. And never
+#: NO_BACKSLASH_ESCAPES (PyMySQL escapes with backslashes) or ANSI_QUOTES.
+REPLICA_SQL_MODE = ("STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,ALLOW_INVALID_DATES,"
+                    "NO_ENGINE_SUBSTITUTION")
+
+_CONNECTION_ERRORS = frozenset({0, 1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055})
+_AUTH_ERRORS = frozenset({1044, 1045, 1142, 1143, 1227, 1370, 1698})
+_ROW_ERRORS = frozenset({1048, 1062, 1263, 1264, 1265, 1292, 1364, 1366, 1406, 1451, 1452,
+                         1586, 1690, 3819, 4025})
+_SCHEMA_ERRORS = frozenset({1049, 1054, 1109, 1146})
+_RETRY_ERRORS = frozenset({1205, 1213})
+
+
+@dataclass(frozen=True)
+class Downstream:
+    """Where to apply: connection parameters only (picklable; the password is not shown)."""
+
+    host: str
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    connect_timeout: float = 10.0
+    #: Seconds a statement may take before the connection is deemed lost (None: no limit).
+    read_timeout: float | None = None
+
+    def connect(self) -> Any:
+        """A PyMySQL connection set up as a replica's applier session.
+
+        ``autocommit=0``; ``foreign_key_checks=0`` (the upstream checked them, and survivors
+        run in any order); ``unique_checks`` left on (REPLACE needs them); ``time_zone =
+        '+00:00'`` (TIMESTAMP values arrive as UTC text); sql_mode :data:`REPLICA_SQL_MODE`.
+        Matched rather than changed rows are counted, so an UPDATE that finds its row
+        reports it even when nothing changes.
+        """
+        try:
+            conn = pymysql.connect(
+                host=self.host, port=self.port, user=self.user, password=self.password,
+                charset="utf8mb4", autocommit=False, connect_timeout=self.connect_timeout,
+                read_timeout=self.read_timeout, write_timeout=self.read_timeout,
+                client_flag=CLIENT.FOUND_ROWS,
+            )
+        except pymysql.MySQLError as exc:
+            raise _map_error(exc, f"connecting to {self.user}@{self.host}:{self.port}") from None
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s",
+                    (REPLICA_SQL_MODE,))
+            conn.commit()
+        except pymysql.MySQLError as exc:
+            conn.close()
+            raise _map_error(exc, "setting up the apply session") from None
+        return conn
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+
+# ---- errors -----------------------------------------------------------------------------
+
+
+def _errno(exc: BaseException) -> int:
+    args = getattr(exc, "args", ())
+    return args[0] if args and isinstance(args[0], int) else 0
+
+
+def _server_message(exc: BaseException) -> str:
+    args = getattr(exc, "args", ())
+    text = str(args[1]) if len(args) > 1 else str(exc)
+    return " ".join(text.split()) or type(exc).__name__
+
+
+def _map_error(
+    exc: BaseException, action: str, *, table: TableRef | None = None,
+    position: tuple[int, ...] | None = None,
+) -> DownstreamError:
+    code = _errno(exc)
+    cls: type[DownstreamError] = DownstreamError
+    if code in _CONNECTION_ERRORS or isinstance(exc, pymysql.err.InterfaceError):
+        cls = DownstreamConnectionError
+    elif code in _AUTH_ERRORS:
+        cls = DownstreamAuthError
+    elif code in _ROW_ERRORS:
+        cls = DownstreamRowError
+    elif code in _SCHEMA_ERRORS:
+        cls = DownstreamSchemaError
+    elif code in _RETRY_ERRORS:
+        cls = DownstreamConnectionError
+    message = f"downstream error while {action}: {_server_message(exc)} (error {code})"
+    return cls(message, table=None if table is None else str(table), position=position,
+               errno=code)
+
+
+def _rollback_quietly(conn: Any) -> None:
+    # If the connection is gone, the server rolls back on its own.
+    with contextlib.suppress(pymysql.MySQLError):
+        conn.rollback()
+
+
+# ---- running statements -----------------------------------------------------------------
+
+
+def _execute(cur: Any, st: Statement) -> int:
+    if st.params is None:
+        return int(cur.execute(st.sql))
+    return int(cur.execute(st.sql, st.params))
+
+
+def _run(cur: Any, st: Statement, singles: Callable[[], Iterable[Statement]] | None = None,
+         action: str = "applying rows") -> None:
+    """Execute ``st``; on a rejected row, find which one (``singles`` re-states the rows one
+    per statement; the failed statement was rolled back, the transaction is still open and
+    is rolled back by the caller). Retryable errors (deadlock, lock wait) pass through raw."""
+    first = st.positions[0] if st.positions else None
+    try:
+        matched = _execute(cur, st)
+    except pymysql.MySQLError as exc:
+        code = _errno(exc)
+        if code in _RETRY_ERRORS:
+            raise
+        if code in _ROW_ERRORS and singles is not None and len(st.positions) > 1:
+            for single in singles():
+                _run(cur, single, None, action)
+            action += f" (one of {len(st.positions)} rows from this position on)"
+        raise _map_error(exc, action, table=st.table, position=first) from None
+    if st.expect_rows is not None and matched != st.expect_rows:
+        raise DownstreamRowError(
+            f"downstream diverged: the row to {st.sql.split(None, 1)[0].lower()} matched"
+            f" {matched} rows, not {st.expect_rows}",
+            table=None if st.table is None else str(st.table), position=first)
+
+
+T = TypeVar("T")
+
+
+def _transaction(conn: Any, body: Callable[[Any], T | None], *, action: str,
+                 retries: int) -> T | None:
+    """Run ``body(cursor)`` in one downstream transaction and commit it; deadlocks and lock
+    wait timeouts are retried (the body must be safe to run again after a rollback). A body
+    that returns None is rolled back instead of committed."""
+    attempt = 0
+    while True:
+        try:
+            with conn.cursor() as cur:
+                result = body(cur)
+            if result is None:
+                conn.rollback()
+            else:
+                conn.commit()
+            return result
+        except ApplyError:
+            _rollback_quietly(conn)
+            raise
+        except pymysql.MySQLError as exc:
+            _rollback_quietly(conn)
+            if _errno(exc) in _RETRY_ERRORS and attempt < retries:
+                attempt += 1
+                time.sleep(min(0.05 * 2 ** attempt, 2.0))
+                continue
+            raise _map_error(exc, action) from None
+
+
+# ---- the keyed path and ordered tables --------------------------------------------------
+
+
+def _keyed_statements(
+    ops: Sequence[KeyedOp], max_rows: int, max_bytes: int,
+) -> list[tuple[Statement, Callable[[], list[Statement]]]]:
+    deletes: dict[tuple[TableRef, tuple[str, ...]], list[Delete]] = {}
+    upserts: dict[tuple[TableRef, tuple[str, ...]], list[Upsert]] = {}
+    for op in ops:
+        if isinstance(op, Delete):
+            deletes.setdefault((op.table, op.key_columns), []).append(op)
+        else:
+            upserts.setdefault((op.table, op.columns), []).append(op)
+    out: list[tuple[Statement, Callable[[], list[Statement]]]] = []
+
+    def deleting(table: TableRef, cols: tuple[str, ...], group: Sequence[Delete],
+                 rows: int) -> list[Statement]:
+        return delete_keys(table, cols, [d.key_values for d in group],
+                           [d.position for d in group], max_rows=rows, max_bytes=max_bytes)
+
+    def replacing(table: TableRef, cols: tuple[str, ...], group: Sequence[Upsert],
+                  rows: int) -> list[Statement]:
+        return replace_rows(table, cols, [u.row for u in group], [u.position for u in group],
+                            max_rows=rows, max_bytes=max_bytes)
+
+    # Any order is correct (docs/apply.md); deletes first only makes REPLACE conflicts rarer.
+    for build, groups in ((deleting, deletes), (replacing, upserts)):
+        for (table, cols), group in sorted(groups.items(), key=lambda kv: kv[0]):
+            group.sort(key=lambda op: op.position)
+            start = 0
+            for st in build(table, cols, group, max_rows):  # type: ignore[arg-type]
+                chunk = group[start:start + len(st.positions)]
+                start += len(st.positions)
+                out.append((st, lambda t=table, c=cols, g=chunk, b=build: b(t, c, g, 1)))
+    return out
+
+
+def part_statements(
+    part: PlanPart, *, max_rows: int = MAX_STATEMENT_ROWS,
+    max_bytes: int = MAX_STATEMENT_BYTES,
+) -> list[Statement]:
+    """What :func:`apply_plan_part` sends, in order (for inspection and tests)."""
+    statements = [st for st, _ in _keyed_statements(part.ops, max_rows, max_bytes)]
+    if part.ordered is not None:
+        statements += [st for st in map(change_statement, part.ordered.changes)
+                       if st is not None]
+    return statements
+
+
+def apply_plan_part(
+    conn: Any, part: PlanPart, *, ledger: TaskLedger | None = None,
+    max_rows: int = MAX_STATEMENT_ROWS, max_bytes: int = MAX_STATEMENT_BYTES,
+    retries: int = 5,
+) -> bool:
+    """Apply one task's work in one downstream transaction. Returns False if ``ledger``
+    shows the task already committed (nothing done), True otherwise.
+
+    Keyed survivors are idempotent: running the part again, before or after other parts,
+    gives the same result, with or without a ledger. An ordered table is not, so its part
+    needs a ledger: the claim and the data commit together, so it runs exactly once.
+    """
+    if part.ordered is not None and ledger is None:
+        raise ApplyError("an ordered task needs a task ledger to run exactly once",
+                         table=str(part.ordered.table),
+                         hint="pass ledger=TaskLedger(pipeline, batch_id)")
+    keyed = _keyed_statements(part.ops, max_rows, max_bytes)
+    ordered = [] if part.ordered is None else [
+        st for st in map(change_statement, part.ordered.changes) if st is not None]
+
+    def body(cur: Any) -> bool | None:
+        if ledger is not None and not _claim(cur, ledger, part.task_id):
+            return None
+        for st, singles in keyed:
+            _run(cur, st, singles, action)
+        for st in ordered:
+            _run(cur, st, None, action)
+        return True
+
+    action = f"applying task {part.task_id}"
+    done = _transaction(conn, body, action=action, retries=retries)
+    return done is not None
+
+
+def _claim(cur: Any, ledger: TaskLedger, task_id: str) -> bool:
+    try:
+        cur.execute(ledger.claim_sql(), (ledger.pipeline, ledger.batch_id, task_id))
+    except pymysql.err.IntegrityError as exc:
+        if _errno(exc) == 1062:
+            return False
+        raise
+    return True
+
+
+# ---- strict mode ------------------------------------------------------------------------
+
+
+def apply_transaction(
+    conn: Any, changes: Sequence[Change], checkpoint_update: CheckpointUpdate, *,
+    retries: int = 5,
+) -> bool:
+    """Strict mode: one upstream transaction and its checkpoint row in one downstream
+    transaction. The checkpoint must be at ``checkpoint_update.before``; if it is already
+    at ``.after`` the transaction was applied before and is skipped (returns False).
+
+    Changes are replayed one by one in relay order (INSERT, UPDATE/DELETE of the row the
+    before image names, which must exist), so partial row images are fine here. On any
+    error nothing of it stays, neither data nor checkpoint.
+    """
+    statements = [st for st in map(change_statement, sorted(changes, key=lambda c: c.position))
+                  if st is not None]
+
+    def body(cur: Any) -> bool | None:
+        if not advance_in_transaction(cur, checkpoint_update):
+            return None
+        for st in statements:
+            _run(cur, st)
+        return True
+
+    done = _transaction(conn, body, action=f"applying the transaction ending at "
+                        f"{checkpoint_update.after}", retries=retries)
+    return done is not None
+
+
+# ---- DDL --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DdlResult:
+    """``applied`` False: the server said the DDL had already happened (``errno``)."""
+
+    applied: bool
+    errno: int | None = None
+    message: str = ""
+
+
+def apply_ddl(
+    conn: Any, schema: str | None, statement: str, *, replay: bool = True,
+    position: tuple[int, ...] | None = None,
+) -> DdlResult:
+    """Run an upstream DDL statement as is, with ``schema`` as the default database.
+
+    With ``replay`` (the DDL may have run before a crash, which a DDL's implicit commit
+    allows), an error that says it already happened counts as done: per statement kind,
+    "exists" for CREATE, "unknown"/"doesn't exist"/"can't drop" for DROP, duplicate or
+    unknown column/key for ALTER, and a missing source table for RENAME only if every
+    renamed-to table exists. Any other error is a DownstreamDdlError.
+    """
+    _rollback_quietly(conn)  # nothing of a batch may ride on the DDL's implicit commit
+    kind = ddl_kind(statement)
+    with conn.cursor() as cur:
+        if schema:
+            try:
+                cur.execute("USE " + quote_ident(schema))
+            except pymysql.MySQLError as exc:
+                # A database-level DDL may run where its database is gone (or not yet made).
+                if _errno(exc) != 1049 or kind.name not in ("create database",
+                                                           "drop database"):
+                    raise _ddl_error(exc, schema, statement, position) from None
+        try:
+            cur.execute(statement)
+        except pymysql.MySQLError as exc:
+            code = _errno(exc)
+            if replay and code in kind.done_errors and (
+                    code != 1146 or _renamed_already(cur, statement, schema)):
+                return DdlResult(False, code, _server_message(exc))
+            raise _ddl_error(exc, schema, statement, position) from None
+    conn.commit()
+    return DdlResult(True)
+
+
+def _renamed_already(cur: Any, statement: str, schema: str | None) -> bool:
+    targets = rename_targets(statement, schema)
+    if not targets:
+        return False
+    for target in targets:
+        cur.execute("SELECT 1 FROM information_schema.TABLES"
+                    " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                    (target.schema, target.table))
+        if cur.fetchone() is None:
+            return False
+    return True
+
+
+def _ddl_error(exc: BaseException, schema: str | None, statement: str,
+               position: tuple[int, ...] | None) -> DownstreamError:
+    mapped = _map_error(exc, f"running DDL {_snippet(statement)!r} in schema {schema!r}",
+                        position=position)
+    if type(mapped) in (DownstreamError, DownstreamSchemaError, DownstreamRowError):
+        return DownstreamDdlError(mapped.reason, position=position, errno=mapped.errno)
+    return mapped
+
+
+def _snippet(statement: str, limit: int = 80) -> str:
+    text = " ".join(statement.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,339 @@
+"""The checkpoint table in the downstream: where the apply got to, and whether it is whole.
+
+One row per pipeline in ``<schema>.checkpoint`` (schema ``binrelay`` by default) holds what
+MySQL's ``mysql.slave_relay_log_info`` and Drainer's ``tidb_binlog.checkpoint`` hold: the
+relay position applied up to (subdir, file, offset), the same file/offset as the upstream's
+binlog position (relay files keep upstream offsets), the GTID set, and ``consistent``.
+
+Batch protocol (concurrent mode)::
+
+    mark_in_flight(batch, target)   consistent = 0, committed before any data of the batch
+    ... tasks apply survivors, each in its own transaction (ordered tasks claim a
+        TaskLedger row in that transaction, so they run once even when replayed) ...
+    finish_batch(batch)             position = target, consistent = 1, committed
+
+A crash in between leaves ``consistent = 0`` and the target of the batch: replaying the
+same range (same batch id) brings the downstream to the upstream's state at the target.
+
+Strict mode writes the position in the data's own transaction instead
+(:func:`advance_in_transaction`, used by ``applier.apply_transaction``).
+
+Every function takes an open PyMySQL connection with autocommit off (``Downstream.connect``)
+and commits what it changes itself, except :func:`advance_in_transaction`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Any
+
+from binrelay.apply.changes import TableRef
+from binrelay.apply.sql import quote_ident, quote_table
+from binrelay.errors import CheckpointError
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointStore",
+    "CheckpointUpdate",
+    "Position",
+    "TaskLedger",
+    "advance_in_transaction",
+    "create_checkpoint_table",
+    "finish_batch",
+    "init_checkpoint",
+    "mark_in_flight",
+    "read_checkpoint",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """A relay position at a transaction end: subdir, file and offset (which are also the
+    upstream's binlog file and offset) and the GTID set applied up to there."""
+
+    subdir: str
+    binlog_name: str
+    binlog_pos: int
+    gtid_set: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.subdir}/{self.binlog_name}:{self.binlog_pos}"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointStore:
+    """Where the checkpoint lives: ``<schema>.<table>`` and ``<schema>.<table>_task``."""
+
+    schema: str = "binrelay"
+    table: str = "checkpoint"
+
+    @property
+    def ref(self) -> TableRef:
+        return TableRef(self.schema, self.table)
+
+    @property
+    def task_ref(self) -> TableRef:
+        return TableRef(self.schema, self.table + "_task")
+
+
+DEFAULT_STORE = CheckpointStore()
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    pipeline: str
+    position: Position
+    consistent: bool
+    batch_id: int
+    #: The end of the batch in flight (None when consistent).
+    target: Position | None
+    updated_at: _dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TaskLedger:
+    """Exactly-once for tasks of one batch: a task claims ``(pipeline, batch, task id)`` in
+    its own transaction; a second claim (a retry after commit, a replay after a crash, a
+    speculative copy) finds the row and skips the task. Picklable: ship it to executors."""
+
+    pipeline: str
+    batch_id: int
+    store: CheckpointStore = DEFAULT_STORE
+
+    def claim_sql(self) -> str:
+        # Runs with parameters: % in identifiers doubled.
+        return (f"INSERT INTO {quote_table(self.store.task_ref).replace('%', '%%')} "
+                "(pipeline, batch_id, task_id, applied_at) VALUES (%s, %s, %s, UTC_TIMESTAMP(6))")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointUpdate:
+    """Strict mode: move ``pipeline`` from ``before`` to ``after`` with the data."""
+
+    pipeline: str
+    before: Position
+    after: Position
+    store: CheckpointStore = DEFAULT_STORE
+
+
+def _ddl(store: CheckpointStore) -> tuple[str, ...]:
+    # utf8mb4_bin: pipeline names and file names compare exactly. DATETIME in UTC, written
+    # explicitly: it reads the same whatever the reader's time_zone.
+    return (
+        f"CREATE DATABASE IF NOT EXISTS {quote_ident(store.schema)}",
+        f"""CREATE TABLE IF NOT EXISTS {quote_table(store.ref)} (
+            pipeline VARCHAR(191) NOT NULL PRIMARY KEY,
+            relay_subdir VARCHAR(255) NOT NULL,
+            relay_log_name VARCHAR(255) NOT NULL,
+            relay_log_pos BIGINT UNSIGNED NOT NULL,
+            master_log_name VARCHAR(255) NOT NULL,
+            master_log_pos BIGINT UNSIGNED NOT NULL,
+            gtid_set LONGTEXT NOT NULL,
+            consistent TINYINT(1) NOT NULL,
+            batch_id BIGINT UNSIGNED NOT NULL,
+            target_subdir VARCHAR(255) NULL,
+            target_log_name VARCHAR(255) NULL,
+            target_log_pos BIGINT UNSIGNED NULL,
+            target_gtid_set LONGTEXT NULL,
+            updated_at DATETIME(6) NOT NULL
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+        f"""CREATE TABLE IF NOT EXISTS {quote_table(store.task_ref)} (
+            pipeline VARCHAR(191) NOT NULL,
+            batch_id BIGINT UNSIGNED NOT NULL,
+            task_id VARCHAR(400) NOT NULL,
+            applied_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (pipeline, batch_id, task_id)
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+    )
+
+
+def create_checkpoint_table(conn: Any, store: CheckpointStore = DEFAULT_STORE) -> None:
+    """Create the schema and both tables if missing (idempotent); refuse a non-transactional
+    table, on which position and data could not commit together."""
+    with conn.cursor() as cur:
+        for statement in _ddl(store):
+            cur.execute(statement)
+        cur.execute(
+            "SELECT TABLE_NAME, ENGINE FROM information_schema.TABLES"
+            " WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN (%s, %s)",
+            (store.schema, store.table, store.task_ref.table))
+        for name, engine in cur.fetchall():
+            if str(engine).lower() != "innodb":
+                raise CheckpointError(
+                    f"checkpoint table {store.schema}.{name} uses engine {engine}",
+                    hint="convert it to InnoDB (ALTER TABLE … ENGINE=InnoDB)")
+    conn.commit()
+
+
+_COLUMNS = ("pipeline, relay_subdir, relay_log_name, relay_log_pos, gtid_set, consistent, "
+            "batch_id, target_subdir, target_log_name, target_log_pos, target_gtid_set, "
+            "updated_at")
+
+
+def _row_to_checkpoint(row: tuple[Any, ...]) -> Checkpoint:
+    (pipeline, subdir, name, pos, gtid, consistent, batch_id,
+     t_subdir, t_name, t_pos, t_gtid, updated_at) = row
+    target = None
+    if t_subdir is not None:
+        target = Position(t_subdir, t_name, int(t_pos), t_gtid or "")
+    return Checkpoint(pipeline, Position(subdir, name, int(pos), gtid), bool(consistent),
+                      int(batch_id), target, updated_at.replace(tzinfo=_dt.UTC))
+
+
+def _select(cur: Any, pipeline: str, store: CheckpointStore, lock: bool) -> Checkpoint | None:
+    cur.execute(f"SELECT {_COLUMNS} FROM {quote_table(store.ref).replace('%', '%%')}"
+                f" WHERE pipeline = %s{' FOR UPDATE' if lock else ''}", (pipeline,))
+    row = cur.fetchone()
+    return None if row is None else _row_to_checkpoint(row)
+
+
+def read_checkpoint(
+    conn: Any, pipeline: str, store: CheckpointStore = DEFAULT_STORE,
+) -> Checkpoint | None:
+    """The committed checkpoint of ``pipeline`` (None if it has none yet). Ends the
+    connection's transaction (a commit), so that each read sees the latest commit."""
+    with conn.cursor() as cur:
+        found = _select(cur, pipeline, store, lock=False)
+    # End the read view, so that the next read of this connection sees newer commits.
+    conn.commit()
+    return found
+
+
+def _position_sql(prefix: str) -> str:
+    return (f"{prefix}subdir = %s, {prefix}log_name = %s, {prefix}log_pos = %s, "
+            f"{'gtid_set' if prefix == 'relay_' else prefix + 'gtid_set'} = %s")
+
+
+def _position_params(pos: Position | None) -> tuple[Any, ...]:
+    if pos is None:
+        return (None, None, None, None)
+    return (pos.subdir, pos.binlog_name, pos.binlog_pos, pos.gtid_set)
+
+
+def _write(cur: Any, store: CheckpointStore, pipeline: str, position: Position,
+           consistent: bool, batch_id: int, target: Position | None) -> None:
+    table = quote_table(store.ref).replace("%", "%%")
+    cur.execute(
+        f"UPDATE {table} SET {_position_sql('relay_')}, master_log_name = %s,"
+        f" master_log_pos = %s, consistent = %s, batch_id = %s, {_position_sql('target_')},"
+        " updated_at = UTC_TIMESTAMP(6) WHERE pipeline = %s",
+        (*_position_params(position), position.binlog_name, position.binlog_pos,
+         int(consistent), batch_id, *_position_params(target), pipeline))
+
+
+def init_checkpoint(
+    conn: Any, pipeline: str, position: Position, store: CheckpointStore = DEFAULT_STORE,
+) -> Checkpoint:
+    """Give ``pipeline`` a checkpoint at ``position`` (consistent, batch 0) unless it has
+    one already; returns the checkpoint as it stands."""
+    table = quote_table(store.ref).replace("%", "%%")
+    with conn.cursor() as cur:
+        cur.execute(
+            f"INSERT IGNORE INTO {table} (pipeline, relay_subdir, relay_log_name,"
+            " relay_log_pos, gtid_set, master_log_name, master_log_pos, consistent, batch_id,"
+            " updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, 1, 0, UTC_TIMESTAMP(6))",
+            (pipeline, *_position_params(position), position.binlog_name,
+             position.binlog_pos))
+        found = _select(cur, pipeline, store, lock=False)
+    conn.commit()
+    assert found is not None
+    return found
+
+
+def _locked(cur: Any, pipeline: str, store: CheckpointStore) -> Checkpoint:
+    found = _select(cur, pipeline, store, lock=True)
+    if found is None:
+        raise CheckpointError(f"pipeline {pipeline!r} has no checkpoint",
+                              hint="initialise it first (init_checkpoint)")
+    return found
+
+
+def mark_in_flight(
+    conn: Any, pipeline: str, batch_id: int, target: Position,
+    store: CheckpointStore = DEFAULT_STORE,
+) -> Checkpoint:
+    """Record that batch ``batch_id`` (ending at ``target``) is being applied:
+    ``consistent = 0``, committed. Call it before writing any data of the batch.
+
+    Marking the batch already in flight again (same id and target) is a no-op: that is the
+    replay of a crashed batch. Any other batch while one is in flight is refused.
+    """
+    try:
+        with conn.cursor() as cur:
+            current = _locked(cur, pipeline, store)
+            if not current.consistent:
+                if current.batch_id == batch_id and current.target == target:
+                    conn.commit()
+                    return current
+                raise CheckpointError(
+                    f"pipeline {pipeline!r}: batch {current.batch_id} (to {current.target}) is"
+                    f" in flight; cannot start batch {batch_id}")
+            if batch_id <= current.batch_id:
+                raise CheckpointError(
+                    f"pipeline {pipeline!r}: batch {batch_id} is not after the last finished"
+                    f" batch {current.batch_id}", hint="batch ids must increase")
+            _write(cur, store, pipeline, current.position, False, batch_id, target)
+            updated = _select(cur, pipeline, store, lock=False)
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    assert updated is not None
+    return updated
+
+
+def finish_batch(
+    conn: Any, pipeline: str, batch_id: int, store: CheckpointStore = DEFAULT_STORE,
+) -> Checkpoint:
+    """Batch ``batch_id`` is fully applied: position = its target, ``consistent = 1``, and its
+    task ledger rows go, all committed together. Finishing it twice is a no-op."""
+    try:
+        with conn.cursor() as cur:
+            current = _locked(cur, pipeline, store)
+            if current.consistent and current.batch_id == batch_id:
+                conn.commit()
+                return current
+            if current.consistent or current.batch_id != batch_id or current.target is None:
+                raise CheckpointError(
+                    f"pipeline {pipeline!r}: batch {batch_id} is not the batch in flight"
+                    f" (checkpoint: batch {current.batch_id},"
+                    f" {'consistent' if current.consistent else 'in flight'})")
+            _write(cur, store, pipeline, current.target, True, batch_id, None)
+            cur.execute(
+                f"DELETE FROM {quote_table(store.task_ref).replace('%', '%%')}"
+                " WHERE pipeline = %s AND batch_id <= %s", (pipeline, batch_id))
+            updated = _select(cur, pipeline, store, lock=False)
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    assert updated is not None
+    return updated
+
+
+def _same_place(a: Position, b: Position) -> bool:
+    # The GTID set is derived from the place; comparing the text would only add ways to
+    # disagree (set ordering, formatting).
+    return (a.subdir, a.binlog_name, a.binlog_pos) == (b.subdir, b.binlog_name, b.binlog_pos)
+
+
+def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
+    """Strict mode, inside the caller's open transaction: lock the checkpoint row and check
+    it. Returns False when it is already at ``update.after`` (this upstream transaction was
+    applied before: skip it); True when it is at ``update.before`` and has been moved to
+    ``update.after`` (commit it with the data). Anything else is a CheckpointError."""
+    current = _locked(cur, update.pipeline, update.store)
+    if not current.consistent:
+        raise CheckpointError(
+            f"pipeline {update.pipeline!r}: batch {current.batch_id} is in flight; strict"
+            " mode needs a consistent checkpoint")
+    if _same_place(current.position, update.after):
+        return False
+    if not _same_place(current.position, update.before):
+        raise CheckpointError(
+            f"pipeline {update.pipeline!r} is at {current.position}, not at {update.before}"
+            " where this transaction starts",
+            hint="apply transactions in relay order from the checkpoint's position")
+    _write(cur, update.store, update.pipeline, update.after, True, current.batch_id, None)
+    return True

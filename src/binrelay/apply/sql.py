@@ -1,0 +1,306 @@
+"""The SQL the applier sends (pure: text and parameters, no connection).
+
+Every identifier is quoted with backticks (a backtick inside doubled), whatever it holds.
+Values never enter the SQL text: they travel as PyMySQL parameters (``%s``), which the
+driver escapes for the session (the applier's sql_mode keeps backslash escapes on). Because
+PyMySQL %-formats a statement that has parameters, a ``%`` inside an identifier is doubled
+in such statements; DDL passed through from the upstream runs without parameters, verbatim.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from binrelay.apply.changes import ABSENT, DELETE, INSERT, Change, TableRef
+
+__all__ = [
+    "MAX_STATEMENT_BYTES",
+    "MAX_STATEMENT_ROWS",
+    "DdlKind",
+    "Statement",
+    "change_statement",
+    "ddl_kind",
+    "delete_keys",
+    "quote_ident",
+    "quote_table",
+    "rename_targets",
+    "replace_rows",
+    "use_schema",
+]
+
+#: Bounds of one multi-row statement: well below the default max_allowed_packet (16 MiB on
+#: MariaDB 10.11, 64 MiB on MySQL 8) and small enough that a lock wait stays short.
+MAX_STATEMENT_ROWS = 1000
+MAX_STATEMENT_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement. ``params`` None means: run ``sql`` as is (no %-formatting).
+
+    ``positions`` are the relay positions of the rows it writes, so that an error can name
+    them; ``expect_rows`` (for ordered replay) is how many rows it must match, if known.
+    """
+
+    sql: str
+    params: tuple[Any, ...] | None = None
+    table: TableRef | None = None
+    positions: tuple[tuple[int, ...], ...] = ()
+    expect_rows: int | None = None
+
+
+# ---- identifiers ------------------------------------------------------------------------
+
+
+def quote_ident(name: str) -> str:
+    """`name`, with backticks doubled: safe for any identifier the server accepts."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def quote_table(table: TableRef) -> str:
+    return quote_ident(table.schema) + "." + quote_ident(table.table)
+
+
+def _p(sql: str) -> str:
+    """Identifier text inside a parameterised statement (PyMySQL will %-format it)."""
+    return sql.replace("%", "%%")
+
+
+def use_schema(schema: str) -> Statement:
+    return Statement("USE " + quote_ident(schema))
+
+
+# ---- multi-row statements for the keyed path --------------------------------------------
+
+
+def _value_size(value: Any) -> int:
+    # Upper bound of the escaped literal: escaping at most doubles a string, plus quotes or
+    # the _binary prefix; the bound only has to keep statements under max_allowed_packet.
+    if isinstance(value, str):
+        return 2 * len(value.encode("utf-8", "surrogatepass")) + 3
+    if isinstance(value, bytes | bytearray):
+        return 2 * len(value) + 10
+    return 24
+
+
+def _chunks(
+    rows: Sequence[tuple[Any, ...]], max_rows: int, max_bytes: int,
+) -> Iterable[tuple[int, int]]:
+    """``[start, end)`` slices: at most ``max_rows`` rows and about ``max_bytes`` each (one
+    row per statement at least, however big)."""
+    start, size = 0, 0
+    for i, row in enumerate(rows):
+        row_size = sum(map(_value_size, row)) + 2 * len(row) + 4
+        if i > start and (i - start >= max_rows or size + row_size > max_bytes):
+            yield start, i
+            start, size = i, 0
+        size += row_size
+    if start < len(rows):
+        yield start, len(rows)
+
+
+def replace_rows(
+    table: TableRef,
+    columns: Sequence[str],
+    rows: Sequence[tuple[Any, ...]],
+    positions: Sequence[tuple[int, ...]],
+    *,
+    max_rows: int = MAX_STATEMENT_ROWS,
+    max_bytes: int = MAX_STATEMENT_BYTES,
+) -> list[Statement]:
+    """``REPLACE INTO t (cols) VALUES (...), (...)`` in bounded statements.
+
+    REPLACE (not INSERT … ON DUPLICATE KEY UPDATE) on purpose: it deletes *every* row that
+    conflicts on any unique key, which is what makes survivors order-independent.
+    """
+    for row in rows:
+        if any(v is ABSENT for v in row):
+            raise ValueError("REPLACE of a partial row image would invent the absent values")
+    head = (f"REPLACE INTO {_p(quote_table(table))} ("
+            + ", ".join(_p(quote_ident(c)) for c in columns) + ") VALUES ")
+    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    out = []
+    for start, end in _chunks(rows, max_rows, max_bytes):
+        params = tuple(v for row in rows[start:end] for v in row)
+        out.append(Statement(head + ", ".join([one] * (end - start)), params, table,
+                             tuple(positions[start:end])))
+    return out
+
+
+def delete_keys(
+    table: TableRef,
+    key_columns: Sequence[str],
+    keys: Sequence[tuple[Any, ...]],
+    positions: Sequence[tuple[int, ...]],
+    *,
+    max_rows: int = MAX_STATEMENT_ROWS,
+    max_bytes: int = MAX_STATEMENT_BYTES,
+) -> list[Statement]:
+    """``DELETE FROM t WHERE (k1, k2) IN ((..), (..))`` in bounded statements (a missing row
+    is fine: deleting by key is idempotent)."""
+    if not key_columns:
+        raise ValueError("delete by key needs key columns")
+    if len(key_columns) == 1:
+        target, one = _p(quote_ident(key_columns[0])), "%s"
+    else:
+        target = "(" + ", ".join(_p(quote_ident(c)) for c in key_columns) + ")"
+        one = "(" + ", ".join(["%s"] * len(key_columns)) + ")"
+    head = f"DELETE FROM {_p(quote_table(table))} WHERE {target} IN ("
+    out = []
+    for start, end in _chunks(keys, max_rows, max_bytes):
+        params = tuple(v for key in keys[start:end] for v in key)
+        out.append(Statement(head + ", ".join([one] * (end - start)) + ")", params, table,
+                             tuple(positions[start:end])))
+    return out
+
+
+# ---- one change at a time: ordered replay and strict mode --------------------------------
+
+
+def _match(change: Change, image: tuple[Any, ...]) -> tuple[str, tuple[Any, ...], str]:
+    """WHERE clause that finds the row ``image`` names, its parameters, and a LIMIT."""
+    if change.key:
+        cols = [change.columns[i] for i in change.key]
+        vals = tuple(image[i] for i in change.key)
+        # Key columns are NOT NULL, so = is exact and can use the index.
+        return " AND ".join(f"{_p(quote_ident(c))} = %s" for c in cols), vals, ""
+    present = [i for i, v in enumerate(image) if v is not ABSENT]
+    if not present:
+        raise ValueError("a row image without any column cannot name a row")
+    # No key: match the whole row, NULL-safe, and touch one of possibly identical rows.
+    where = " AND ".join(f"{_p(quote_ident(change.columns[i]))} <=> %s" for i in present)
+    return where, tuple(image[i] for i in present), " LIMIT 1"
+
+
+def change_statement(change: Change) -> Statement | None:
+    """The statement that replays one change exactly as the upstream applied it (or None
+    when it writes nothing: an update whose after image holds no column).
+
+    Inserts are plain INSERTs of the present columns (absent ones take their defaults, as
+    they did upstream); updates set the present after-image columns of the row the before
+    image names; deletes remove that row. Updates and deletes must match one row.
+    """
+    table = _p(quote_table(change.table))
+    pos = (change.position,)
+    if change.op == INSERT:
+        assert change.after is not None
+        present = [i for i, v in enumerate(change.after) if v is not ABSENT]
+        cols = ", ".join(_p(quote_ident(change.columns[i])) for i in present)
+        marks = ", ".join(["%s"] * len(present))
+        return Statement(f"INSERT INTO {table} ({cols}) VALUES ({marks})",
+                         tuple(change.after[i] for i in present), change.table, pos, 1)
+    assert change.before is not None
+    where, where_params, limit = _match(change, change.before)
+    if change.op == DELETE:
+        return Statement(f"DELETE FROM {table} WHERE {where}{limit}", where_params,
+                         change.table, pos, 1)
+    assert change.after is not None
+    present = [i for i, v in enumerate(change.after) if v is not ABSENT]
+    if not present:
+        return None
+    sets = ", ".join(f"{_p(quote_ident(change.columns[i]))} = %s" for i in present)
+    return Statement(f"UPDATE {table} SET {sets} WHERE {where}{limit}",
+                     tuple(change.after[i] for i in present) + where_params, change.table,
+                     pos, 1)
+
+
+# ---- DDL pass-through -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DdlKind:
+    """What a DDL statement is, and which errors mean "this already happened" on a replay."""
+
+    name: str
+    done_errors: frozenset[int]
+
+
+# 1007 database exists · 1008 database does not exist · 1050 table exists · 1051 unknown
+# table · 1054 unknown column (CHANGE/RENAME COLUMN replayed) · 1060 duplicate column ·
+# 1061 duplicate key name · 1091 can't drop column/key · 1146 table does not exist (RENAME
+# replayed: only when every target exists, checked by the applier) · 4092 unknown view.
+_KINDS: tuple[tuple[re.Pattern[str], DdlKind], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), DdlKind(name, frozenset(codes)))
+    for pattern, name, codes in (
+        (r"CREATE\s+OR\s+REPLACE\b", "create or replace", ()),
+        (r"CREATE\s+(?:TEMPORARY\s+)?TABLE\b", "create table", (1050,)),
+        (r"CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\b", "create index", (1061,)),
+        (r"CREATE\s+(?:DATABASE|SCHEMA)\b", "create database", (1007,)),
+        (r"CREATE\s+(?:ALGORITHM\s*=\s*\w+\s+)?(?:DEFINER\s*=\s*\S+\s+)?"
+         r"(?:SQL\s+SECURITY\s+\w+\s+)?VIEW\b", "create view", (1050,)),
+        (r"DROP\s+(?:TEMPORARY\s+)?TABLES?\b", "drop table", (1051,)),
+        (r"DROP\s+VIEW\b", "drop view", (1051, 4092)),
+        (r"DROP\s+INDEX\b", "drop index", (1091,)),
+        (r"DROP\s+(?:DATABASE|SCHEMA)\b", "drop database", (1008,)),
+        (r"ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\b", "alter table",
+         (1054, 1060, 1061, 1091, 1146)),
+        (r"RENAME\s+TABLES?\b", "rename table", (1146,)),
+        (r"TRUNCATE\b", "truncate", ()),
+    )
+)
+_OTHER = DdlKind("other", frozenset())
+# Plain comments only: /*! and /*M! comments are executable and part of the statement.
+_LEADING_NOISE = re.compile(r"(?:\s+|/\*(?![!M]).*?\*/|(?:--\s|#)[^\n]*(?:\n|$))*", re.DOTALL)
+
+
+def ddl_kind(statement: str) -> DdlKind:
+    body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
+    for pattern, kind in _KINDS:
+        if pattern.match(body):
+            return kind
+    return _OTHER
+
+
+_NAME = r"(?:`(?:[^`]|``)+`|[^\s`.,;()]+)"
+_QNAME = rf"{_NAME}(?:\s*\.\s*{_NAME})?"
+_RENAME_PAIR = re.compile(rf"({_QNAME})\s+TO\s+({_QNAME})", re.IGNORECASE)
+_RENAME_TABLE = re.compile(r"\s*RENAME\s+TABLES?\s+(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_ALTER_RENAME = re.compile(
+    rf"\s*ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_QNAME}\s+.*?\bRENAME\s+(?:TO\s+|AS\s+)?"
+    rf"(?!(?:COLUMN|INDEX|KEY)\b)({_QNAME})\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+
+
+def _unquote(name: str) -> str:
+    name = name.strip()
+    if name.startswith("`"):
+        return name[1:-1].replace("``", "`")
+    return name
+
+
+def _split_qname(qname: str, schema: str | None) -> TableRef | None:
+    parts = re.findall(_NAME, qname)
+    if len(parts) == 2:
+        return TableRef(_unquote(parts[0]), _unquote(parts[1]))
+    if len(parts) == 1 and schema:
+        return TableRef(schema, _unquote(parts[0]))
+    return None
+
+
+def rename_targets(statement: str, schema: str | None) -> tuple[TableRef, ...] | None:
+    """The tables a RENAME TABLE / ALTER TABLE … RENAME leaves behind, or None if unsure.
+
+    For a chain (``a TO b, b TO c``) that is the last name of each chain.
+    """
+    body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
+    pairs: list[tuple[str, str]] = []
+    whole = _RENAME_TABLE.match(body)
+    if whole:
+        for pair in whole.group(1).split(","):
+            m = _RENAME_PAIR.fullmatch(pair.strip())
+            if m is None:
+                return None
+            pairs.append((m.group(1), m.group(2)))
+    else:
+        m = _ALTER_RENAME.match(body)
+        if m is None:
+            return None
+        pairs.append(("", m.group(1)))
+    refs = [(_split_qname(src, schema) if src else None, _split_qname(dst, schema))
+            for src, dst in pairs]
+    if any(dst is None for _, dst in refs):
+        return None
+    sources = {src for src, _ in refs}
+    return tuple(dst for _, dst in refs if dst is not None and dst not in sources)

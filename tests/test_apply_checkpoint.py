@@ -1,0 +1,277 @@
+"""The checkpoint table, strict mode, and what the applier says when the downstream says no."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+
+from binrelay.apply import (
+    INSERT,
+    UPDATE,
+    Change,
+    CheckpointStore,
+    CheckpointUpdate,
+    Downstream,
+    Position,
+    TableRef,
+    TaskLedger,
+    apply_plan_part,
+    apply_transaction,
+    create_checkpoint_table,
+    finish_batch,
+    init_checkpoint,
+    mark_in_flight,
+    plan_batch,
+    read_checkpoint,
+)
+from binrelay.errors import (
+    ApplyError,
+    CheckpointError,
+    DownstreamAuthError,
+    DownstreamConnectionError,
+    DownstreamRowError,
+    DownstreamSchemaError,
+)
+from binrelay.sandbox import MariaDBServer, ServerFactory, find_free_port
+
+STORE = CheckpointStore("br`ckpt")
+P0 = Position("0-1.000001", "mysql-bin.000001", 4, "0-1-0")
+P1 = Position("0-1.000001", "mysql-bin.000001", 1200, "0-1-5")
+P2 = Position("0-1.000001", "mysql-bin.000002", 350, "0-1-9")
+
+
+@pytest.fixture(scope="module")
+def server(mariadb_template: Path, mariadb_socket_dir: Path,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDBServer]:
+    factory = ServerFactory(tmp_path_factory.mktemp("apply-ckpt"), template=mariadb_template,
+                            socket_dir=mariadb_socket_dir)
+    try:
+        yield factory(server_id=1, extra_args=["--skip-log-bin"])
+    finally:
+        factory.close()
+
+
+@pytest.fixture
+def target(server: MariaDBServer) -> Downstream:
+    return Downstream(server.host, server.port)
+
+
+@pytest.fixture
+def conn(target: Downstream) -> Iterator[Any]:
+    connection = target.connect()
+    create_checkpoint_table(connection, STORE)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def _fresh_read(target: Downstream, pipeline: str) -> Any:
+    """What another process would see: a new connection, committed data only."""
+    with contextlib.closing(target.connect()) as other:
+        return read_checkpoint(other, pipeline, STORE)
+
+
+def _rows(server: MariaDBServer, sql: str) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in server.execute(sql)]
+
+
+# ---- the checkpoint table ---------------------------------------------------------------------
+
+
+def test_create_is_idempotent_and_transactional(conn: Any, server: MariaDBServer) -> None:
+    create_checkpoint_table(conn, STORE)
+    engines = _rows(server, "SELECT TABLE_NAME, ENGINE FROM information_schema.TABLES"
+                            " WHERE TABLE_SCHEMA = 'br`ckpt' ORDER BY 1")
+    assert engines == [("checkpoint", "InnoDB"), ("checkpoint_task", "InnoDB")]
+    server.execute("CREATE DATABASE myisam_ckpt")
+    server.execute("CREATE TABLE myisam_ckpt.checkpoint (pipeline INT) ENGINE=MyISAM")
+    with pytest.raises(CheckpointError, match="MyISAM"):
+        create_checkpoint_table(conn, CheckpointStore("myisam_ckpt"))
+
+
+def test_batch_lifecycle_and_crash(conn: Any, target: Downstream, server: MariaDBServer
+                                   ) -> None:
+    server.execute("CREATE DATABASE IF NOT EXISTS app")
+    server.execute("CREATE TABLE app.t (id INT PRIMARY KEY, v INT)")
+    assert read_checkpoint(conn, "life", STORE) is None
+    first = init_checkpoint(conn, "life", P0, STORE)
+    assert (first.position, first.consistent, first.batch_id, first.target) == (
+        P0, True, 0, None)
+    assert init_checkpoint(conn, "life", P1, STORE) == first  # never moves an existing one
+    assert first.updated_at.tzinfo is dt.UTC
+    assert abs(dt.datetime.now(dt.UTC) - first.updated_at) < dt.timedelta(minutes=5)
+
+    # A process marks batch 1 in flight, writes some data, and dies before finishing.
+    doomed = target.connect()
+    mark_in_flight(doomed, "life", 1, P1, STORE)
+    seen = _fresh_read(target, "life")
+    assert (seen.consistent, seen.batch_id, seen.position, seen.target) == (False, 1, P0, P1)
+    ledger = TaskLedger("life", 1, STORE)
+    ref = TableRef("app", "t")
+    changes = [Change(ref, INSERT, ("id", "v"), (0,), None, (i, i), (1, i)) for i in range(6)]
+    parts = plan_batch(changes).parts(2)
+    assert apply_plan_part(doomed, parts[0], ledger=ledger)
+    with doomed.cursor() as cur:  # the second task is cut off mid-transaction
+        cur.execute("INSERT INTO app.t VALUES (100, 100)")
+    doomed.close()
+    crashed = _fresh_read(target, "life")
+    assert (crashed.consistent, crashed.position, crashed.target) == (False, P0, P1)
+    assert (100,) not in _rows(server, "SELECT id FROM app.t")
+
+    # Recovery: the same batch again (mark is a no-op), every task, finish.
+    with pytest.raises(CheckpointError, match=r"batch 1 .* is in flight"):
+        mark_in_flight(conn, "life", 2, P2, STORE)
+    assert mark_in_flight(conn, "life", 1, P1, STORE).target == P1
+    assert [apply_plan_part(conn, p, ledger=ledger) for p in parts] == [False, True]
+    done = finish_batch(conn, "life", 1, STORE)
+    assert (done.consistent, done.position, done.target, done.batch_id) == (True, P1, None, 1)
+    assert _fresh_read(target, "life") == done
+    assert finish_batch(conn, "life", 1, STORE) == done  # twice: a no-op
+    assert _rows(server, "SELECT COUNT(*) FROM `br``ckpt`.checkpoint_task") == [(0,)]
+    assert _rows(server, "SELECT id FROM app.t ORDER BY id") == [(i,) for i in range(6)]
+    assert _rows(server, "SELECT master_log_name, master_log_pos FROM `br``ckpt`.checkpoint"
+                         " WHERE pipeline = 'life'") == [("mysql-bin.000001", 1200)]
+
+    with pytest.raises(CheckpointError, match="not after the last finished"):
+        mark_in_flight(conn, "life", 1, P2, STORE)
+    with pytest.raises(CheckpointError, match="not the batch in flight"):
+        finish_batch(conn, "life", 2, STORE)
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        mark_in_flight(conn, "nobody", 1, P1, STORE)
+
+
+# ---- strict mode ------------------------------------------------------------------------------
+
+
+def test_strict_mode_data_and_position_commit_together(conn: Any, server: MariaDBServer
+                                                        ) -> None:
+    server.execute("CREATE DATABASE IF NOT EXISTS app")
+    server.execute("CREATE TABLE app.s (id INT PRIMARY KEY, v INT CHECK (v >= 0))")
+    ref = TableRef("app", "s")
+    cols = ("id", "v")
+    init_checkpoint(conn, "strict", P0, STORE)
+    txn1 = [Change(ref, INSERT, cols, (0,), None, (1, 10), (1, 0)),
+            Change(ref, INSERT, cols, (0,), None, (2, 20), (1, 1))]
+    assert apply_transaction(conn, txn1, CheckpointUpdate("strict", P0, P1, STORE))
+    # Replayed after a crash that happened after the commit: skipped, not doubled.
+    assert not apply_transaction(conn, txn1, CheckpointUpdate("strict", P0, P1, STORE))
+    assert read_checkpoint(conn, "strict", STORE).position == P1
+
+    bad = [Change(ref, UPDATE, cols, (0,), (1, 10), (1, 11), (2, 0)),
+           Change(ref, UPDATE, cols, (0,), (2, 20), (2, -1), (2, 1))]
+    with pytest.raises(DownstreamRowError) as info:
+        apply_transaction(conn, bad, CheckpointUpdate("strict", P1, P2, STORE))
+    assert "app.s" in str(info.value) and "position 2.1" in str(info.value)
+    assert _rows(server, "SELECT id, v FROM app.s ORDER BY id") == [(1, 10), (2, 20)]
+    assert read_checkpoint(conn, "strict", STORE).position == P1
+
+    with pytest.raises(CheckpointError, match="not at"):
+        apply_transaction(conn, txn1, CheckpointUpdate("strict", P2, P2, STORE))
+    # An update whose row is not there: the downstream diverged, say so.
+    ghost = [Change(ref, UPDATE, cols, (0,), (9, 9), (9, 10), (3, 0))]
+    with pytest.raises(DownstreamRowError, match="diverged"):
+        apply_transaction(conn, ghost, CheckpointUpdate("strict", P1, P2, STORE))
+    assert read_checkpoint(conn, "strict", STORE).position == P1
+
+
+# ---- bad input --------------------------------------------------------------------------------
+
+
+def test_unreachable_downstream() -> None:
+    port = find_free_port()
+    with pytest.raises(DownstreamConnectionError) as info:
+        Downstream("127.0.0.1", port, "root", "pw-not-to-show", connect_timeout=2).connect()
+    text = str(info.value)
+    assert f"127.0.0.1:{port}" in text and "pw-not-to-show" not in text
+    assert "\n" not in text and info.value.retryable and text.startswith("[BR5102]")
+
+
+def test_wrong_password(server: MariaDBServer) -> None:
+    server.execute("CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY 'right-pw'")
+    with pytest.raises(DownstreamAuthError) as info:
+        Downstream(server.host, server.port, "app", "wrong-pw-123").connect()
+    text = str(info.value)
+    assert "Access denied" in text and "wrong-pw-123" not in text and "right-pw" not in text
+    assert info.value.errno == 1045 and not info.value.retryable and "\n" not in text
+    # A user without write privileges: an auth error too, naming the table.
+    conn = Downstream(server.host, server.port, "app", "right-pw").connect()
+    try:
+        part = plan_batch([Change(TableRef("app", "t"), INSERT, ("id", "v"), (0,), None,
+                                  (1, 1), (5, 5))]).parts(1)[0]
+        with pytest.raises(DownstreamAuthError, match=r"app\.t"):
+            apply_plan_part(conn, part)
+    finally:
+        conn.close()
+
+
+def test_constraint_violation_names_table_and_position(conn: Any, server: MariaDBServer
+                                                       ) -> None:
+    """The downstream has a CHECK and a NOT NULL the upstream did not: the batch fails with
+    the table and the position of the offending row, nothing of its task stays, and the
+    checkpoint does not move."""
+    server.execute("CREATE DATABASE IF NOT EXISTS app")
+    server.execute("CREATE TABLE app.c (id INT PRIMARY KEY, v INT CHECK (v < 1000),"
+                   " w VARCHAR(5) NOT NULL)")
+    server.execute("CREATE TABLE app.n (x INT NOT NULL, y INT)")
+    init_checkpoint(conn, "bad", P0, STORE)
+    mark_in_flight(conn, "bad", 1, P1, STORE)
+    ledger = TaskLedger("bad", 1, STORE)
+    ref = TableRef("app", "c")
+    cols = ("id", "v", "w")
+    changes = [Change(ref, INSERT, cols, (0,), None, (i, i, "ok"), (7, i)) for i in range(50)]
+    changes[31] = Change(ref, INSERT, cols, (0,), None, (31, 5000, "ok"), (7, 31))
+    (part,) = plan_batch(changes).parts(1)
+    with pytest.raises(DownstreamRowError) as info:
+        apply_plan_part(conn, part, ledger=ledger)
+    text = str(info.value)
+    assert "table app.c" in text and "position 7.31" in text and "CONSTRAINT" in text
+    assert "\n" not in text and info.value.errno == 4025
+    assert _rows(server, "SELECT COUNT(*) FROM app.c") == [(0,)]
+    assert _rows(server, "SELECT COUNT(*) FROM `br``ckpt`.checkpoint_task") == [(0,)]
+
+    nulls = [Change(ref, INSERT, cols, (0,), None, (1, 1, None), (8, 0))]
+    with pytest.raises(DownstreamRowError, match=r"cannot be null .*position 8\.0"):
+        apply_plan_part(conn, plan_batch(nulls).parts(1)[0], ledger=ledger)
+    keyless = [Change(TableRef("app", "n"), INSERT, ("x", "y"), (), None, (1, 1), (9, 0)),
+               Change(TableRef("app", "n"), INSERT, ("x", "y"), (), None, (None, 1), (9, 1))]
+    with pytest.raises(DownstreamRowError, match=r"table app\.n, position 9\.1"):
+        apply_plan_part(conn, plan_batch(keyless).parts(1)[0], ledger=ledger)
+    assert _rows(server, "SELECT COUNT(*) FROM app.n") == [(0,)]
+
+    missing = [Change(TableRef("app", "gone"), INSERT, ("id",), (0,), None, (1,), (10, 0))]
+    with pytest.raises(DownstreamSchemaError, match=r"app\.gone.*position 10\.0"):
+        apply_plan_part(conn, plan_batch(missing).parts(1)[0])
+
+    after = read_checkpoint(conn, "bad", STORE)
+    assert (after.position, after.consistent, after.batch_id) == (P0, False, 1)
+
+
+def test_lost_connection_is_retryable(conn: Any, target: Downstream, server: MariaDBServer
+                                      ) -> None:
+    victim = target.connect()
+    with victim.cursor() as cur:
+        cur.execute("SELECT CONNECTION_ID()")
+        (victim_id,) = cur.fetchone()
+    victim.commit()
+    server.execute(f"KILL {int(victim_id)}")
+    part = plan_batch([Change(TableRef("app", "t"), INSERT, ("id", "v"), (0,), None,
+                              (77, 1), (11, 0))]).parts(1)[0]
+    with pytest.raises(DownstreamConnectionError) as info:
+        apply_plan_part(victim, part)
+    assert info.value.retryable
+    with contextlib.suppress(pymysql.MySQLError):
+        victim.close()
+
+
+def test_ordered_part_requires_a_ledger(conn: Any) -> None:
+    part = plan_batch([Change(TableRef("app", "n"), INSERT, ("x", "y"), (), None, (1, 1),
+                              (1, 0))]).parts(1)[0]
+    with pytest.raises(ApplyError, match="needs a task ledger"):
+        apply_plan_part(conn, part)

@@ -1,0 +1,325 @@
+"""The pure parts of the apply side: changes, planning, partitioning, statements."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from binrelay.apply import (
+    ABSENT,
+    DELETE,
+    INSERT,
+    UPDATE,
+    Change,
+    Downstream,
+    TableRef,
+    TaskLedger,
+    partition_of,
+    plan_batch,
+)
+from binrelay.apply.plan import (
+    FOLDED_KEYS,
+    NO_KEY,
+    PARTIAL_IMAGE,
+    Delete,
+    Upsert,
+    batch_ordered_tables,
+    key_ops,
+)
+from binrelay.apply.sql import (
+    change_statement,
+    ddl_kind,
+    delete_keys,
+    quote_ident,
+    quote_table,
+    rename_targets,
+    replace_rows,
+)
+from binrelay.errors import ChangeError
+
+T = TableRef("db", "t")
+COLS = ("id", "u", "v")
+KEY = (0,)
+
+
+def ins(row: tuple[Any, ...], pos: int, table: TableRef = T, key: tuple[int, ...] = KEY
+        ) -> Change:
+    return Change(table, INSERT, COLS, key, None, row, (pos,))
+
+
+def upd(before: tuple[Any, ...], after: tuple[Any, ...], pos: int, table: TableRef = T,
+        key: tuple[int, ...] = KEY) -> Change:
+    return Change(table, UPDATE, COLS, key, before, after, (pos,))
+
+
+def dele(before: tuple[Any, ...], pos: int, table: TableRef = T, key: tuple[int, ...] = KEY
+         ) -> Change:
+    return Change(table, DELETE, COLS, key, before, None, (pos,))
+
+
+# ---- changes --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"op": "upsert"}, "unknown op"),
+    ({"before": (1, 2, 3)}, "insert must not have a before image"),
+    ({"after": None}, "insert must have an after image"),
+    ({"after": (1, 2)}, "after image has 2 values for 3 columns"),
+    ({"key": (3,)}, "does not index"),
+    ({"key": (0, 0)}, "does not index"),
+    ({"position": ()}, "empty position"),
+    ({"after": (None, 2, 3)}, "NULL or missing"),
+    ({"after": (ABSENT, 2, 3)}, "NULL or missing"),
+])
+def test_malformed_changes_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    fields: dict[str, Any] = {"table": T, "op": INSERT, "columns": COLS, "key": KEY,
+                              "before": None, "after": (1, 2, 3), "position": (7,)}
+    fields.update(kwargs)
+    with pytest.raises(ChangeError, match=message) as info:
+        Change(**fields)
+    assert "db.t" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_minimal_update_may_omit_unchanged_key() -> None:
+    change = upd((5, ABSENT, ABSENT), (ABSENT, 2, ABSENT), 1)
+    assert change.after_key == (5,) and change.partial
+    with pytest.raises(ChangeError, match="sets a key column to NULL"):
+        upd((5, 1, 1), (None, 1, 1), 1)
+
+
+def test_values_and_plans_pickle() -> None:
+    change = upd((1, ABSENT, b"\x00"), (1, ABSENT, "x"), 3)
+    assert pickle.loads(pickle.dumps(change)) == change
+    assert pickle.loads(pickle.dumps(change)).before[1] is ABSENT
+    plan = plan_batch([ins((1, 2, "a"), 1), ins((1, None, None), 2, TableRef("db", "k"), ())])
+    for part in plan.parts(3):
+        assert pickle.loads(pickle.dumps(part)) == part
+    ledger = TaskLedger("p", 4)
+    assert pickle.loads(pickle.dumps(ledger)) == ledger
+
+
+def test_downstream_repr_hides_password() -> None:
+    target = Downstream("db.example", 3307, "app", "s3cret-pw")
+    assert "s3cret-pw" not in repr(target) and "s3cret-pw" not in str(target)
+    assert pickle.loads(pickle.dumps(target)).password == "s3cret-pw"
+
+
+# ---- net effect -------------------------------------------------------------------------------
+
+
+def _net(changes: list[Change]) -> set[tuple[str, tuple[Any, ...], tuple[Any, ...] | None]]:
+    plan = plan_batch(changes)
+    assert not plan.ordered
+    return {("upsert", op.key_values, op.row) if isinstance(op, Upsert)
+            else ("delete", op.key_values, None) for op in plan.keyed}
+
+
+def test_last_change_per_key_wins() -> None:
+    assert _net([ins((1, 1, "a"), 1), upd((1, 1, "a"), (1, 1, "b"), 2),
+                 upd((1, 1, "b"), (1, 2, "c"), 3)]) == {("upsert", (1,), (1, 2, "c"))}
+
+
+def test_insert_then_delete_is_a_delete() -> None:
+    assert _net([ins((1, 1, "a"), 1), dele((1, 1, "a"), 2)]) == {("delete", (1,), None)}
+
+
+def test_delete_then_insert_is_an_upsert() -> None:
+    assert _net([dele((1, 1, "a"), 1), ins((1, 5, "z"), 2)]) == {
+        ("upsert", (1,), (1, 5, "z"))}
+
+
+def test_key_change_is_delete_plus_upsert() -> None:
+    assert _net([upd((1, 1, "a"), (2, 1, "a"), 1)]) == {
+        ("delete", (1,), None), ("upsert", (2,), (2, 1, "a"))}
+    # ... and the old key can come back later in the batch.
+    assert _net([upd((1, 1, "a"), (2, 1, "a"), 1), ins((1, 3, "n"), 2)]) == {
+        ("upsert", (1,), (1, 3, "n")), ("upsert", (2,), (2, 1, "a"))}
+
+
+def test_changes_in_any_input_order_plan_the_same() -> None:
+    changes = [ins((1, 1, "a"), 1), upd((1, 1, "a"), (2, 1, "a"), 2), dele((2, 1, "a"), 3),
+               ins((2, 7, "q"), 4)]
+    assert plan_batch(changes).keyed == plan_batch(changes[::-1]).keyed
+
+
+def test_key_ops_and_composite_keys() -> None:
+    change = Change(T, UPDATE, COLS, (0, 2), (1, 2, "a"), (1, 3, "b"), (9,))
+    delete, upsert = key_ops(change)
+    assert delete == Delete(T, ("id", "v"), (1, "a"), (9,))
+    assert isinstance(upsert, Upsert) and upsert.key_values == (1, "b")
+
+
+def test_duplicate_changes_are_read_once_conflicting_ones_refused() -> None:
+    change = ins((1, 1, "a"), 1)
+    assert len(plan_batch([change, change]).keyed) == 1
+    keyless = ins((1, 1, "a"), 1, key=())
+    assert len(plan_batch([keyless, keyless]).ordered[0].changes) == 1
+    with pytest.raises(ChangeError, match="same position"):
+        plan_batch([ins((1, 1, "a"), 1), ins((1, 2, "a"), 1)])
+    with pytest.raises(ChangeError, match="same position"):
+        plan_batch([ins((1, 1, "a"), 1, key=()), ins((1, 2, "a"), 1, key=())])
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ([ins((1, 1, "a"), 1, key=())], NO_KEY),
+    ([ins((1, 1, "a"), 1), upd((1, ABSENT, ABSENT), (ABSENT, 2, ABSENT), 2)], PARTIAL_IMAGE),
+    ([Change(T, INSERT, COLS, (2,), None, (1, 1, "Ä "), (1,)),
+      Change(T, INSERT, COLS, (2,), None, (2, 2, "a"), (2,))], FOLDED_KEYS),
+])
+def test_tables_that_cannot_be_compacted_are_replayed_in_order(
+    changes: list[Change], reason: str,
+) -> None:
+    other = ins((1, 1, "x"), 10, TableRef("db", "other"))
+    plan = plan_batch([*changes[::-1], other])
+    assert [op.table for op in plan.keyed] == [other.table]
+    (ordered,) = plan.ordered
+    assert ordered.reason == reason and ordered.changes == tuple(changes)
+    part = plan.parts(4)[-1]
+    assert part.ordered == ordered and part.task_id == 'ordered:["db", "t"]'
+
+
+def test_caller_can_force_the_ordered_path() -> None:
+    plan = plan_batch([ins((1, 1, "a"), 1)], ordered_tables=[T])
+    assert not plan.keyed and plan.ordered[0].changes == (ins((1, 1, "a"), 1),)
+
+
+def test_a_batch_must_not_span_a_ddl() -> None:
+    wider = Change(T, INSERT, (*COLS, "w"), KEY, None, (2, 2, "b", 0), (2,))
+    with pytest.raises(ChangeError, match="must not span a DDL"):
+        plan_batch([ins((1, 1, "a"), 1), wider])
+
+
+# ---- partitioning ---------------------------------------------------------------------------
+
+
+def test_partitions_are_stable_across_processes() -> None:
+    keys = [(1,), ("é",), (b"\x00\xff",), (1, "a"), ("1",), (None,)]
+    here = [partition_of(T, k, 7) for k in keys]
+    script = ("from binrelay.apply import partition_of, TableRef; "
+              f"print([partition_of(TableRef('db', 't'), k, 7) for k in {keys!r}])")
+    for seed in ("1", "2", "random"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                             capture_output=True, text=True).stdout
+        assert out.strip() == repr(here)
+    # Pinned: a change here reshuffles keys between tasks of a batch being replayed.
+    assert here == [partition_of(T, k, 7) for k in keys] == [2, 4, 4, 6, 1, 6]
+
+
+@given(st.lists(st.one_of(st.integers(), st.text(), st.binary(), st.none()), min_size=1,
+                max_size=3), st.integers(1, 64))
+def test_partition_in_range(key: list[Any], n: int) -> None:
+    assert 0 <= partition_of(T, tuple(key), n) < n
+
+
+def test_int_and_text_keys_do_not_collide_by_encoding() -> None:
+    # "1" and 1, ("ab",) and ("a", "b") must be different inputs to the hash.
+    values = {partition_of(T, k, 2**31) for k in [(1,), ("1",), ("ab",), ("a", "b")]}
+    assert len(values) == 4
+
+
+def test_parts_cover_every_survivor_once() -> None:
+    changes = [ins((i, i, "v"), i) for i in range(50)]
+    plan = plan_batch(changes)
+    parts = plan.parts(4)
+    assert sorted(op.position for p in parts for op in p.ops) == [(i,) for i in range(50)]
+    assert len({p.task_id for p in parts}) == len(parts)
+    with pytest.raises(ValueError):
+        plan.parts(0)
+
+
+# ---- statements -----------------------------------------------------------------------------
+
+
+def test_quoting() -> None:
+    assert quote_ident("a`b") == "`a``b`"
+    assert quote_ident("") == "``"
+    assert quote_table(TableRef("s`", "t.x")) == "`s```.`t.x`"
+
+
+def test_replace_rows_bounded_by_rows_and_bytes() -> None:
+    rows = [(i, "x" * 100) for i in range(10)]
+    positions = [(i,) for i in range(10)]
+    by_rows = replace_rows(T, ("id", "v"), rows, positions, max_rows=4)
+    assert [len(s.positions) for s in by_rows] == [4, 4, 2]
+    assert by_rows[0].sql.startswith("REPLACE INTO `db`.`t` (`id`, `v`) VALUES (%s, %s), ")
+    assert by_rows[2].params == (8, "x" * 100, 9, "x" * 100)
+    by_bytes = replace_rows(T, ("id", "v"), rows, positions, max_bytes=500)
+    assert all(len(s.positions) == 2 for s in by_bytes)
+    huge = replace_rows(T, ("id", "v"), [(1, "y" * 10000)], [(1,)], max_bytes=500)
+    assert len(huge) == 1
+    with pytest.raises(ValueError, match="partial"):
+        replace_rows(T, ("id", "v"), [(1, ABSENT)], [(1,)])
+
+
+def test_delete_keys_forms_and_percent_in_names() -> None:
+    (one,) = delete_keys(TableRef("d%", "t"), ("k%s",), [(1,), (2,)], [(1,), (2,)])
+    assert one.sql == "DELETE FROM `d%%`.`t` WHERE `k%%s` IN (%s, %s)"
+    (two,) = delete_keys(T, ("a", "b"), [(1, "x")], [(1,)])
+    assert two.sql == "DELETE FROM `db`.`t` WHERE (`a`, `b`) IN ((%s, %s))"
+
+
+def test_change_statements() -> None:
+    st_ins = change_statement(ins((1, ABSENT, "a"), 1))
+    assert st_ins is not None and st_ins.sql == "INSERT INTO `db`.`t` (`id`, `v`) VALUES (%s, %s)"
+    st_upd = change_statement(upd((1, ABSENT, ABSENT), (ABSENT, 5, ABSENT), 2))
+    assert st_upd is not None
+    assert st_upd.sql == "UPDATE `db`.`t` SET `u` = %s WHERE `id` = %s"
+    assert st_upd.params == (5, 1) and st_upd.expect_rows == 1
+    st_del = change_statement(dele((1, None, "a"), 3, key=()))
+    assert st_del is not None
+    assert st_del.sql == ("DELETE FROM `db`.`t` WHERE `id` <=> %s AND `u` <=> %s"
+                          " AND `v` <=> %s LIMIT 1")
+    assert change_statement(upd((1, 2, 3), (ABSENT, ABSENT, ABSENT), 4, key=())) is None
+
+
+@pytest.mark.parametrize(("statement", "kind"), [
+    ("CREATE TABLE t (a int)", "create table"),
+    ("/* hi */ create  temporary table t (a int)", "create table"),
+    ("CREATE OR REPLACE TABLE t (a int)", "create or replace"),
+    ("create unique index i on t (a)", "create index"),
+    ("CREATE SCHEMA s", "create database"),
+    ("CREATE ALGORITHM=MERGE VIEW v AS SELECT 1", "create view"),
+    ("-- x\nDROP TABLE IF EXISTS t", "drop table"),
+    ("drop index i on t", "drop index"),
+    ("DROP DATABASE d", "drop database"),
+    ("ALTER TABLE t ADD COLUMN c INT", "alter table"),
+    ("ALTER ONLINE TABLE t ADD COLUMN c INT", "alter table"),
+    ("RENAME TABLE a TO b", "rename table"),
+    ("TRUNCATE t", "truncate"),
+    ("/*!40000 ALTER TABLE t DISABLE KEYS */", "other"),
+    ("GRANT ALL ON *.* TO x", "other"),
+])
+def test_ddl_kinds(statement: str, kind: str) -> None:
+    assert ddl_kind(statement).name == kind
+
+
+def test_rename_targets() -> None:
+    assert rename_targets("RENAME TABLE a TO b", "d") == (TableRef("d", "b"),)
+    assert rename_targets("rename table `x`.`a``b` to `y` . `c d`, e to f", "d") == (
+        TableRef("y", "c d"), TableRef("d", "f"))
+    assert rename_targets("RENAME TABLE a TO b, b TO c", "d") == (TableRef("d", "c"),)
+    assert rename_targets("ALTER TABLE a ADD x INT, RENAME TO `n`", "d") == (
+        TableRef("d", "n"),)
+    assert rename_targets("ALTER TABLE a RENAME COLUMN x TO y", "d") is None
+    assert rename_targets("RENAME TABLE a TO b", None) is None
+    assert rename_targets("RENAME TABLE a TO tmp, b TO a, tmp TO b", "d") == ()
+
+
+def test_batch_ordered_tables_matches_plan() -> None:
+    other = TableRef("db", "other")
+    changes = [ins((1, 1, "a"), 1), ins((1, 1, "x"), 2, other, ())]
+    assert batch_ordered_tables(changes) == {other: NO_KEY}
+    assert [o.table for o in plan_batch(changes).ordered] == [other]
+    # Key column v: "a" and "A" fold together, so T goes ordered as well.
+    folded = [Change(T, INSERT, COLS, (2,), None, (1, 1, "a"), (1,)),
+              Change(T, INSERT, COLS, (2,), None, (2, 2, "A"), (3,))]
+    assert batch_ordered_tables(folded) == {T: FOLDED_KEYS}
+    assert {o.table: o.reason for o in plan_batch(folded).ordered} == {T: FOLDED_KEYS}
