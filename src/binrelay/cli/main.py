@@ -185,9 +185,9 @@ def demo(seconds: float, keep: bool) -> None:
     run_demo(seconds=seconds, keep=keep, echo=click.echo)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
-
-from binrelay.cli.dump import dump  # noqa: E402
+from binrelay.cli.dump import dump  # noqa: E402 - registered after main is defined
 
 main.add_command(dump)
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
