@@ -1,0 +1,163 @@
+"""``binrelay dump [--json] FILE|RELAY-DIR``: what a binlog or relay log holds, decoded."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from collections.abc import Callable, Iterator
+from functools import wraps
+from pathlib import Path
+from typing import Any
+
+import click
+
+from binrelay.binlog import constants as c
+from binrelay.rows import events as ev
+from binrelay.rows.reader import Located, decode_files, input_files, iter_changes
+from binrelay.rows.tablemap import TableMap
+from binrelay.rows.text import image_json, sql_literal
+
+
+def _reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``binrelay.cli.main.reports_errors``, looked up at call time: main.py imports this
+    module at its end, so importing main here at module level would be circular."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from binrelay.cli.main import reports_errors
+
+        return reports_errors(func)(*args, **kwargs)
+
+    return wrapper
+
+
+@click.command()
+@click.argument("target", type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True,
+              help="one JSON object per row change instead of the event listing")
+@click.option("--no-verify-checksums", is_flag=True, help="do not check event CRC32s")
+@_reports_errors
+def dump(target: Path, as_json: bool, no_verify_checksums: bool) -> None:
+    """Print the events and row changes of a binlog FILE or of a RELAY-DIR (every subdir in
+    server-uuid.index order), decoded, like ``mariadb-binlog -v``."""
+    files = input_files(target)
+    verify = not no_verify_checksums
+    out = sys.stdout
+    if as_json:
+        for line in json_lines(files, verify_checksums=verify):
+            out.write(line + "\n")
+    else:
+        for line in text_lines(decode_files(files, verify_checksums=verify)):
+            out.write(line + "\n")
+    out.flush()
+
+
+# --- --json -------------------------------------------------------------------------------
+
+
+def json_lines(files: list[Path], *, verify_checksums: bool = True) -> Iterator[str]:
+    for change in iter_changes(files, verify_checksums=verify_checksums):
+        where = change.where
+        assert where is not None
+        cols = change.table.columns
+        obj = {
+            "file": where.file, "pos": where.pos, "end_pos": where.end_pos, "gtid": where.gtid,
+            "schema": change.table.schema, "table": change.table.table, "op": change.op,
+            "before": image_json(cols, change.before), "after": image_json(cols, change.after),
+        }
+        try:
+            text = json.dumps(obj, ensure_ascii=False)
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # Bytes invalid in their charset decode to lone surrogates; escape them.
+            text = json.dumps(obj, ensure_ascii=True)
+        yield text
+
+
+# --- text ---------------------------------------------------------------------------------
+
+_OPS = {ev.INSERT: ("INSERT INTO", "SET", None), ev.DELETE: ("DELETE FROM", "WHERE", None),
+        ev.UPDATE: ("UPDATE", "WHERE", "SET")}
+
+
+def _ts(timestamp: int) -> str:
+    return _dt.datetime.fromtimestamp(timestamp, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _qname(table: TableMap) -> str:
+    return f"`{table.schema}`.`{table.table}`"
+
+
+def _summary(event: Any) -> str:
+    if isinstance(event, ev.FormatDescriptionEvent):
+        f = event.fde
+        alg = "CRC32" if f.checksum_alg == c.BINLOG_CHECKSUM_ALG_CRC32 else "NONE"
+        return f"Start: binlog v{f.binlog_version}, server v{f.server_version}, checksum {alg}"
+    if isinstance(event, ev.RotateEvent):
+        return f"Rotate to {event.next_file} pos {event.position}" + (
+            " (fake)" if event.fake else "")
+    if isinstance(event, ev.QueryEvent):
+        schema = f" `{event.schema}`" if event.schema else ""
+        return f"Query{schema} thread_id={event.thread_id}: {event.query}"
+    if isinstance(event, ev.XidEvent):
+        return f"Xid = {event.xid}"
+    if isinstance(event, ev.MariadbGtidEvent):
+        kind = "" if event.standalone else " trans"
+        return f"GTID {event.gtid}{kind}"
+    if isinstance(event, ev.MariadbGtidListEvent):
+        return f"Gtid list [{event.gtid_list}]"
+    if isinstance(event, ev.BinlogCheckpointEvent):
+        return f"Binlog checkpoint {event.file}"
+    if isinstance(event, ev.AnnotateRowsEvent | ev.RowsQueryEvent):
+        return "Annotate_rows: " + event.query
+    if isinstance(event, ev.MysqlGtidEvent):
+        return f"GTID {event.gtid}"
+    if isinstance(event, ev.PreviousGtidsEvent):
+        return f"Previous-GTIDs [{event.gtid_set}]"
+    if isinstance(event, ev.TableMapEvent):
+        t = event.table
+        cols = ", ".join(f"{col.label} {col.type_name}" for col in t.columns)
+        return f"Table_map: {_qname(t)} mapped to number {t.table_id} ({cols})"
+    if isinstance(event, ev.RowsEvent):
+        flags = " flags: STMT_END_F" if event.stmt_end else ""
+        name = c.event_type_name(event.header.event_type)
+        return f"{name}: {_qname(event.table)} table id {event.table.table_id}{flags}"
+    if isinstance(event, ev.TransactionPayloadEvent):
+        return (f"Transaction_payload: compression {event.compression_type}, "
+                f"{event.payload_size} -> {event.uncompressed_size} bytes")
+    if isinstance(event, ev.StopEvent):
+        return "Stop"
+    return c.event_type_name(event.header.event_type)
+
+
+def text_lines(located: Iterator[Located]) -> Iterator[str]:
+    current_file = None
+    for loc in located:
+        if loc.file != current_file:
+            current_file = loc.file
+            yield f"# file {loc.file}"
+        event = loc.event
+        h = event.header
+        yield f"# at {loc.pos}"
+        yield (f"#{_ts(h.timestamp)} server id {h.server_id}  end_log_pos {h.log_pos}  "
+               f"{_summary(event)}")
+        if isinstance(event, ev.RowsEvent):
+            yield from _row_lines(event)
+
+
+def _row_lines(event: ev.RowsEvent) -> Iterator[str]:
+    table = event.table
+    verb, first, second = _OPS[event.op]
+    for change in event.rows():
+        yield f"### {verb} {_qname(table)}"
+        images = [(first, change.before if event.op != ev.INSERT else change.after)]
+        if second is not None:
+            images.append((second, change.after))
+        for clause, image in images:
+            yield f"### {clause}"
+            assert image is not None
+            for col, value in zip(table.columns, image, strict=True):
+                if value is ev.ABSENT:
+                    continue
+                yield f"###   {col.label}={sql_literal(value, col)}"

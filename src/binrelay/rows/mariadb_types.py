@@ -1,0 +1,62 @@
+"""MariaDB's UUID, INET4 and INET6 types.
+
+The binlog does not name them: TABLE_MAP shows BINARY(16), BINARY(4) and BINARY(16), so the
+row decoder returns their bytes (padded back to full length: the server drops trailing zero
+bytes of BINARY values when it logs them, which turns INET4 ``0.0.0.0`` into an empty
+string).  The bytes are in the order of the text form (as ``HEX(CAST(col AS BINARY))``
+shows them).  A caller that knows a column's declared type (from its DDL) turns them into
+the server's text with these functions.
+"""
+
+from __future__ import annotations
+
+
+def uuid_text(raw: bytes) -> str:
+    if len(raw) != 16:
+        raise ValueError(f"a UUID is 16 bytes, not {len(raw)}")
+    h = raw.hex()
+    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def inet4_text(raw: bytes) -> str:
+    if len(raw) != 4:
+        raise ValueError(f"an INET4 value is 4 bytes, not {len(raw)}")
+    return ".".join(str(b) for b in raw)
+
+
+def inet6_text(raw: bytes) -> str:
+    """The server's text: lower-case hex words, the first longest run of zero words as
+    ``::`` — even a run of one word (``2001:2::1:0:1:0:1``, where RFC 5952 would keep the
+    zero) — and the embedded IPv4 forms ``::ffff:1.2.3.4`` (mapped) and ``::1.2.3.4``
+    (compatible, not for ``::`` or ``::1``)."""
+    if len(raw) != 16:
+        raise ValueError(f"an INET6 value is 16 bytes, not {len(raw)}")
+    words = [raw[i] << 8 | raw[i + 1] for i in range(0, 16, 2)]
+    # The longest run of zero words (the first one on a tie) becomes "::".
+    best_start, best_len, i = -1, 0, 0
+    while i < 8:
+        if words[i] == 0:
+            j = i
+            while j < 8 and words[j] == 0:
+                j += 1
+            if j - i > best_len:
+                best_start, best_len = i, j - i
+            i = j
+        else:
+            i += 1
+    embedded_v4 = best_start == 0 and (best_len == 6 or (best_len == 5 and words[5] == 0xFFFF))
+    parts: list[str] = []
+    i = 0
+    while i < 8:
+        if i == best_start:
+            parts.append("" if i else ":")
+            i += best_len
+            if i == 8:
+                parts.append("")
+            continue
+        if embedded_v4 and i == 6:
+            parts.append(inet4_text(raw[12:]))
+            break
+        parts.append(f"{words[i]:x}")
+        i += 1
+    return ":".join(parts)
