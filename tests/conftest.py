@@ -56,7 +56,7 @@ def mariadb_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pristine datadir, built once per session and copied for every server."""
     for binary in (MARIADBD, INSTALL_DB):
         if not Path(binary).exists():
-            pytest.skip(f"{binary} is not installed")
+            pytest.fail(f"{binary} is not installed: run ./dev/setup (it installs mariadb-server)")
     return build_template(tmp_path_factory.mktemp("mariadb-template") / "data")
 
 

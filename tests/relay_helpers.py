@@ -67,6 +67,24 @@ class RelayProcess:
         return self.proc.poll() is None
 
 
+def relay_until_caught_up(config: Path, server: MariaDBServer, relay_dir: Path,
+                          log: Path) -> None:
+    """Run the relay until it has everything the upstream has, then stop it (exit 0)."""
+    relay = RelayProcess(config, log)
+    try:
+        wait_caught_up(relay_dir, server, process=relay)
+    finally:
+        assert relay.stop() == 0
+
+
+def relay_once(tmp_path: Path, server: MariaDBServer, relay_dir: Path, tag: str,
+               **keys: Any) -> Path:
+    """Write ``<tag>.toml`` for ``server`` and relay until caught up; returns the config."""
+    config = write_config(tmp_path / f"{tag}.toml", server, relay_dir, **keys)
+    relay_until_caught_up(config, server, relay_dir, tmp_path / f"{tag}.log")
+    return config
+
+
 def current_subdir(relay_dir: Path) -> Path:
     index = read_index(relay_dir)
     assert index, f"no server-uuid.index in {relay_dir}"

@@ -128,7 +128,6 @@ def _builder_with_dummies(checksum: bool,
     return b, starts
 
 
-@pytest.mark.skipif(not Path(MARIADB_BINLOG).exists(), reason="mariadb-binlog is not installed")
 @pytest.mark.parametrize("checksum", [True, False])
 def test_mariadb_binlog_reads_dummies(tmp_path: Path, checksum: bool) -> None:
     cl = 4 if checksum else 0

@@ -20,20 +20,11 @@ from relay_helpers import (
     RelayProcess,
     binrelay_cmd,
     current_subdir,
+    relay_once,
     run_binrelay,
     wait_caught_up,
     write_config,
 )
-
-
-def _relay_once(tmp_path: Path, server, relay_dir: Path, tag: str, **keys) -> Path:
-    config = write_config(tmp_path / f"{tag}.toml", server, relay_dir, **keys)
-    relay = RelayProcess(config, tmp_path / f"{tag}.log")
-    try:
-        wait_caught_up(relay_dir, server, process=relay)
-    finally:
-        assert relay.stop() == 0
-    return config
 
 
 def _writes(server, n: int) -> None:
@@ -61,7 +52,7 @@ def test_seed_purge_example_end_to_end(mariadb_factory, tmp_path: Path) -> None:
         _writes(server, 5)
         server.flush_logs()
         _writes(server, 5)
-        config = _relay_once(tmp_path, server, relay_dir, tag)
+        config = relay_once(tmp_path, server, relay_dir, tag)
     assert [str(s) for s in read_index(relay_dir) or []] == [
         "0-1.000001", "0-2.000002", "0-1.000003"]
     copy = tmp_path / "copy"
@@ -111,8 +102,8 @@ def test_seed_purge_example_end_to_end(mariadb_factory, tmp_path: Path) -> None:
 
     # The relay carries on after both purges.
     _writes(a, 5)
-    _relay_once(tmp_path, a, relay_dir, "a3")
-    _relay_once(tmp_path, a, copy, "a4")
+    relay_once(tmp_path, a, relay_dir, "a3")
+    relay_once(tmp_path, a, copy, "a4")
 
 
 def test_reader_follows_a_live_relay_across_rotations_and_a_switch(mariadb_factory,
@@ -184,7 +175,7 @@ def test_automatic_purge_keeps_what_a_consumer_needs(mariadb_factory, tmp_path: 
     relay_dir = tmp_path / "relay"
     with sysbench_run_background(server, tables=1, table_size=500, time=2) as work:
         work.wait(timeout=60)
-    _relay_once(tmp_path, server, relay_dir, "first")
+    relay_once(tmp_path, server, relay_dir, "first")
     sub = current_subdir(relay_dir)
     files = list_binlogs(sub)
     assert len(files) > 6
@@ -233,7 +224,7 @@ def test_kill_9_during_purge(mariadb_factory, tmp_path: Path) -> None:
     relay_dir = tmp_path / "relay"
     with sysbench_run_background(server, tables=1, table_size=200, time=3) as work:
         work.wait(timeout=60)
-    config = _relay_once(tmp_path, server, relay_dir, "first")
+    config = relay_once(tmp_path, server, relay_dir, "first")
     sub = current_subdir(relay_dir)
     files = list_binlogs(sub)
     assert len(files) > 40
@@ -249,7 +240,7 @@ def test_kill_9_during_purge(mariadb_factory, tmp_path: Path) -> None:
     # Relay and reader accept what is left, and the relay carries on.
     with sysbench_run_background(server, tables=1, table_size=200, time=1) as work:
         work.wait(timeout=60)
-    _relay_once(tmp_path, server, relay_dir, "after")
+    relay_once(tmp_path, server, relay_dir, "after")
     left = list_binlogs(sub)
     got = _by_file(RelayReader(relay_dir))
     assert [name for (_s, name) in got] == left

@@ -6,11 +6,10 @@ from pathlib import Path
 
 from binrelay.relay.layout import list_binlogs, read_meta
 from relay_helpers import (
-    RelayProcess,
     assert_identical,
     current_subdir,
+    relay_once,
     run_binrelay,
-    wait_caught_up,
     write_config,
 )
 
@@ -29,14 +28,8 @@ def _three_files(server) -> list[str]:
 
 
 def _relay_until_caught_up(tmp_path: Path, server, **keys) -> Path:
-    relay_dir = tmp_path / "relay"
-    config = write_config(tmp_path / "relay.toml", server, relay_dir, **keys)
-    relay = RelayProcess(config, tmp_path / "relay.log")
-    try:
-        wait_caught_up(relay_dir, server, process=relay)
-    finally:
-        assert relay.stop() == 0
-    return current_subdir(relay_dir)
+    relay_once(tmp_path, server, tmp_path / "relay", "relay", **keys)
+    return current_subdir(tmp_path / "relay")
 
 
 def test_default_start_is_the_oldest_binlog(mariadb_factory, tmp_path: Path) -> None:

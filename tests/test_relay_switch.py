@@ -7,21 +7,10 @@ from pathlib import Path
 
 from binrelay.relay.layout import list_binlogs, read_index, read_meta
 from relay_helpers import (
-    RelayProcess,
     assert_identical,
     current_subdir,
-    wait_caught_up,
-    write_config,
+    relay_once,
 )
-
-
-def _relay_once(tmp_path: Path, server, relay_dir: Path, tag: str, **keys) -> None:
-    config = write_config(tmp_path / f"{tag}.toml", server, relay_dir, **keys)
-    relay = RelayProcess(config, tmp_path / f"{tag}.log")
-    try:
-        wait_caught_up(relay_dir, server, process=relay)
-    finally:
-        assert relay.stop() == 0
 
 
 def _writes(server, n: int, table: str = "t") -> None:
@@ -53,7 +42,7 @@ def test_failover_to_a_replica_in_gtid_mode(mariadb_factory, tmp_path: Path) -> 
     _wait_replicated(primary, replica)
 
     relay_dir = tmp_path / "relay"
-    _relay_once(tmp_path, primary, relay_dir, "a", enable_gtid=True)
+    relay_once(tmp_path, primary, relay_dir, "a", enable_gtid=True)
     carried = read_meta(relay_dir / "0-1.000001")
     assert carried is not None and carried.binlog_gtid == primary.scalar(
         "SELECT @@gtid_binlog_pos")
@@ -62,7 +51,7 @@ def test_failover_to_a_replica_in_gtid_mode(mariadb_factory, tmp_path: Path) -> 
     primary.stop()
     replica.execute("STOP SLAVE")
     _writes(replica, 10, table="t2")
-    _relay_once(tmp_path, replica, relay_dir, "b", enable_gtid=True)
+    relay_once(tmp_path, replica, relay_dir, "b", enable_gtid=True)
 
     index = read_index(relay_dir)
     assert [str(n) for n in index or []] == ["0-1.000001", "0-2.000002"]
@@ -83,11 +72,11 @@ def test_a_b_a_in_position_mode(mariadb_factory, tmp_path: Path) -> None:
     b = mariadb_factory(server_id=10)
     relay_dir = tmp_path / "relay"
     _writes(a, 5)
-    _relay_once(tmp_path, a, relay_dir, "a1")
+    relay_once(tmp_path, a, relay_dir, "a1")
     _writes(b, 5)
-    _relay_once(tmp_path, b, relay_dir, "b")
+    relay_once(tmp_path, b, relay_dir, "b")
     _writes(a, 5)
-    _relay_once(tmp_path, a, relay_dir, "a2")
+    relay_once(tmp_path, a, relay_dir, "a2")
     # 0-1 and 0-10 are different servers even though one name is a prefix of the other.
     assert [str(n) for n in read_index(relay_dir) or []] == [
         "0-1.000001", "0-10.000002", "0-1.000003"]

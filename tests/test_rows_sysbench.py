@@ -8,8 +8,6 @@ import subprocess
 import time
 from collections import Counter
 
-import pytest
-
 from binrelay.rows import EventDecoder, RowsEvent, iter_file_events
 from binrelay.rows.reader import iter_changes
 from binrelay.sandbox import MariaDBServer, run_sysbench
@@ -28,7 +26,6 @@ def _reference_counts(path: str) -> Counter[tuple[str, str, str]]:
                    for verb, schema, table in _LINE.findall(out))
 
 
-@pytest.mark.skipif(MARIADB_BINLOG is None, reason="mariadb-binlog is not installed")
 def test_sysbench_binlog_row_counts_match_mariadb_binlog(mariadb: MariaDBServer) -> None:
     run_sysbench(mariadb, tables=2, table_size=1000, threads=2, events=1500)
     mariadb.flush_logs()

@@ -13,7 +13,14 @@ from binrelay.apply.checkpoint import CheckpointStore, read_checkpoint
 from binrelay.config import load_config
 from binrelay.sandbox import sysbench_prepare, sysbench_run_background
 from binrelay.spark.sync import SyncPipeline
-from relay_helpers import RelayProcess, binrelay_cmd, run_binrelay, wait_caught_up, write_config
+from relay_helpers import (
+    RelayProcess,
+    binrelay_cmd,
+    relay_until_caught_up,
+    run_binrelay,
+    wait_caught_up,
+    write_config,
+)
 
 SYSTEM = ("mysql", "information_schema", "performance_schema", "sys", "binrelay")
 
@@ -65,14 +72,6 @@ def pipeline_env(mariadb_factory, tmp_path: Path):
     return upstream, downstream, relay_dir, config_path
 
 
-def _relay(upstream, relay_dir: Path, config_path: Path, tmp_path: Path) -> None:
-    relay = RelayProcess(config_path, tmp_path / "relay.log")
-    try:
-        wait_caught_up(relay_dir, upstream, process=relay)
-    finally:
-        assert relay.stop() == 0
-
-
 def test_sysbench_with_ddl_converges(spark, pipeline_env, tmp_path: Path) -> None:
     upstream, downstream, relay_dir, config_path = pipeline_env
     relay = RelayProcess(config_path, tmp_path / "relay.log")
@@ -102,7 +101,7 @@ def test_recover_after_a_crash_mid_batch_without_the_upstream(pipeline_env,
     sysbench_prepare(upstream, tables=2, table_size=3000)
     with sysbench_run_background(upstream, tables=2, table_size=3000, time=4) as work:
         work.wait(timeout=60)
-    _relay(upstream, relay_dir, config_path, tmp_path)
+    relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
     want = checksums(upstream)
     upstream.stop()  # from here on, nothing may need the upstream
 
@@ -157,7 +156,7 @@ def test_bad_downstream_is_a_clear_error(pipeline_env, tmp_path: Path) -> None:
     upstream.execute("CREATE DATABASE d")
     upstream.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v INT)")
     upstream.execute("INSERT INTO d.t VALUES (1, 5)")
-    _relay(upstream, relay_dir, config_path, tmp_path)
+    relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
     bad = write_config(tmp_path / "bad.toml", upstream, relay_dir,
                        to={"host": downstream.host, "port": downstream.port, "user": "root",
                            "password": "wrong"},
