@@ -39,7 +39,7 @@ ANCHOR = shutil.which("mariadb-binlog") or "/usr/bin/mariadb-binlog"
 MB = 1_000_000
 MIB = 1024 * 1024
 
-SECTIONS = ("relay_throughput", "relay_memory", "reader_latency")
+SECTIONS = ("relay_throughput", "relay_memory", "reader_latency", "decode_throughput")
 
 INTRO = """\
 # Benchmarks

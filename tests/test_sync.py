@@ -203,3 +203,60 @@ def test_streaming_sync_follows_a_running_workload(spark, pipeline_env, tmp_path
         runner.join(timeout=120)
         assert relay.stop() == 0
     assert checksums(downstream) == want
+
+
+def test_kill_9_of_sync_at_random_moments(pipeline_env, tmp_path: Path) -> None:
+    """10 kills of `binrelay sync` during apply; each restart resumes, the flag tells the
+    truth (in flight <=> a target is recorded), and the end state equals the upstream."""
+    import random
+
+    upstream, downstream, relay_dir, config_path = pipeline_env
+    sysbench_prepare(upstream, tables=2, table_size=2000)
+    with sysbench_run_background(upstream, tables=2, table_size=2000, time=6) as work:
+        work.wait(timeout=60)
+    upstream.execute("CREATE TABLE sbtest.late (id INT PRIMARY KEY)")
+    upstream.execute("INSERT INTO sbtest.late VALUES (1), (2)")
+    relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
+    want = checksums(upstream)
+    store = CheckpointStore()
+    rng = random.Random(11)
+
+    def checkpoint():
+        conn = downstream.connect()
+        try:
+            return read_checkpoint(conn, "sync", store)
+        except Exception:  # the checkpoint table may not exist yet
+            return None
+        finally:
+            conn.close()
+
+    kills = in_flight = 0
+    while kills < 10:
+        before = checkpoint()
+        proc = subprocess.Popen(binrelay_cmd("sync", "--config", str(config_path),
+                                             "--until-caught-up"),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        # Kill once this run has made progress of its own, at a random moment after that.
+        while time.monotonic() < deadline and proc.poll() is None:
+            cp = checkpoint()
+            if cp is not None and (before is None or cp.batch_id > before.batch_id):
+                time.sleep(rng.uniform(0.0, 1.5))
+                break
+            time.sleep(0.05)
+        if proc.poll() is not None:
+            break  # it finished everything before we could kill it
+        proc.kill()
+        proc.wait()
+        kills += 1
+        cp = checkpoint()
+        assert cp is not None
+        assert cp.consistent == (cp.target is None)
+        in_flight += not cp.consistent
+    assert kills >= 10, f"only {kills} kills: the workload is too small"
+    assert in_flight >= 1, "no kill landed mid-batch"
+    done = run_binrelay("sync", "--config", str(config_path), "--until-caught-up", timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    cp = checkpoint()
+    assert cp is not None and cp.consistent
+    assert checksums(downstream) == want
