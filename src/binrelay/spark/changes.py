@@ -61,6 +61,28 @@ def arrow_schema():
     ])
 
 
+def to_param(value: Any, col: Any) -> Any:
+    """A decoded value as a SQL parameter: None, ABSENT, int, str or bytes (the server's
+    text for DECIMAL, floats, dates and times); what the applier hands to the server."""
+    if value is None or value is ABSENT or isinstance(value, bytes | int | str):
+        return value
+    return value_text(value, col)
+
+
+def image_params(table: TableMap) -> Callable[[tuple[Any, ...] | None], tuple[Any, ...] | None]:
+    """``to_param`` over a whole image of ``table``; built once per table map."""
+    columns = table.columns
+    plain = (type(None), bytes, int, str)
+
+    def convert(image: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        if image is None:
+            return None
+        return tuple(v if isinstance(v, plain) or v is ABSENT else value_text(v, col)
+                     for v, col in zip(image, columns, strict=True))
+
+    return convert
+
+
 def _encode_value(value: Any, col: Any) -> tuple[bytes | None, str]:
     if value is None:
         return None, "n"

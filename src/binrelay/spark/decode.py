@@ -49,11 +49,27 @@ def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
         yield from _ddl_rows(path, segment)
         return
     rows = RowBuilder(segment.subdir, segment.file)
+    last_where = None
+    row = 0
+    for change, ts in iter_segment_changes(relay_dir, segment):
+        where = change.where
+        if where is last_where:
+            row += 1
+        else:
+            last_where, row = where, 0
+        rows.add_change(change, ts, row)
+        if len(rows) >= _BATCH_ROWS:
+            yield rows.flush()
+    if len(rows):
+        yield rows.flush()
+
+
+def iter_segment_changes(relay_dir: Path, segment: Segment) -> Iterator[tuple[Any, int]]:
+    """The row changes of a DML partition with their event's timestamp, in relay order."""
+    path = relay_dir / segment.subdir / segment.file
     scanner = ChangeScanner(path=str(path))
     for _ in scanner.scan(_fde_bytes(path), file_offset=4):
         pass
-    last_where = None
-    row = 0
     with open(path, "rb") as f:
         f.seek(segment.start)
         base = segment.start
@@ -66,14 +82,8 @@ def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
             buf += more
             for change in scanner.scan(buf, file_offset=base):
                 where = change.where
-                if where is last_where:
-                    row += 1
-                else:
-                    last_where, row = where, 0
                 ts = _TS.unpack_from(buf, where.pos - base)[0] if where is not None else 0
-                rows.add_change(change, ts, row)
-                if len(rows) >= _BATCH_ROWS:
-                    yield rows.flush()
+                yield change, ts
             used = scanner.stopped_at
             if used == 0 and not more:
                 raise RelayDirError(f"relay file {path} ends inside an event at "
@@ -82,8 +92,6 @@ def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
             base += used
             if base >= segment.stop:
                 break
-    if len(rows):
-        yield rows.flush()
 
 
 def _ddl_rows(path: Path, segment: Segment) -> Iterator[Any]:

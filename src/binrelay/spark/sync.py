@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from binrelay.apply.applier import Downstream, apply_ddl, apply_plan_part
@@ -56,14 +57,13 @@ from binrelay.relay import consumers
 from binrelay.relay.layout import SubdirName, binlog_sort_key
 from binrelay.relay.position import RelayPosition
 from binrelay.relay.watch import ChangeWaiter
-from binrelay.spark.changes import decode_image
-from binrelay.spark.decode import decode_segment
+from binrelay.spark.changes import image_params
+from binrelay.spark.decode import decode_segment, iter_segment_changes
 from binrelay.spark.planning import (
     advance,
     durable_end,
     earliest,
     plan_partitions,
-    to_offset,
 )
 
 log = logging.getLogger(__name__)
@@ -80,27 +80,39 @@ def _relay_position(pos: Position) -> RelayPosition:
 # --- what runs in Spark tasks (picklable, no driver state) ---------------------------------
 
 
-def _sort_position(subdir: str, file: str, pos: int, row: int, part: int) -> tuple[int, ...]:
-    return (SubdirName.parse(subdir).seq, binlog_sort_key(file)[1], pos, row, part)
+def segment_changes(relay_dir: str, segment: Any) -> Iterator[Change]:
+    """The apply changes of one relay partition, decoded straight from the file.
 
-
-def row_changes(row: Any) -> Iterator[Change]:
-    """Spark row -> apply changes; an update that moves the key becomes delete + insert."""
-    table = TableRef(row["schema"], row["table"])
-    columns = tuple(row["columns"])
-    key = tuple(row["key"] or ())
-    before = decode_image(row["before"], row["before_kinds"])
-    after = decode_image(row["after"], row["after_kinds"])
-    op = row["op"]
-    base = (row["subdir"], row["file"], row["pos"], row["row"])
-    if op == "update" and key and before is not None and after is not None:
-        old = tuple(before[i] for i in key)
-        new = tuple(after[i] for i in key)
-        if old != new and not any(v is ABSENT for v in after):
-            yield Change(table, DELETE, columns, key, before, None, _sort_position(*base, 0))
-            yield Change(table, INSERT, columns, key, None, after, _sort_position(*base, 1))
-            return
-    yield Change(table, op, columns, key, before, after, _sort_position(*base, 0))
+    The same decoding as the ``relaylog`` source (``decode.iter_segment_changes``), without
+    the round trip through Arrow, the JVM and back that a DataFrame would cost the sync.
+    """
+    seq = SubdirName.parse(segment.subdir).seq
+    file_no = binlog_sort_key(segment.file)[1]
+    converters: dict[int, tuple[Any, Any]] = {}
+    last_where = None
+    row = 0
+    for change, _ts in iter_segment_changes(Path(relay_dir), segment):
+        table = change.table
+        cached = converters.get(id(table))
+        if cached is None or cached[0] is not table:
+            cached = (table, image_params(table), TableRef(table.schema, table.table),
+                      tuple(table.column_names), tuple(table.primary_key))
+            converters[id(table)] = cached
+        _t, convert, ref, columns, key = cached
+        where = change.where
+        if where is last_where:
+            row += 1
+        else:
+            last_where, row = where, 0
+        pos = where.pos if where is not None else 0
+        before, after = convert(change.before), convert(change.after)
+        op = change.op
+        if op == "update" and key and not any(v is ABSENT for v in after) and \
+                tuple(before[i] for i in key) != tuple(after[i] for i in key):
+            yield Change(ref, DELETE, columns, key, before, None, (seq, file_no, pos, row, 0))
+            yield Change(ref, INSERT, columns, key, None, after, (seq, file_no, pos, row, 1))
+            continue
+        yield Change(ref, op, columns, key, before, after, (seq, file_no, pos, row, 0))
 
 
 def route(change: Change, tasks: int, ordered: frozenset[TableRef] = frozenset()) -> int:
@@ -260,21 +272,22 @@ class SyncPipeline:
                     self.stats.ddl += 1
 
     def _dml(self, start: RelayPosition, end: RelayPosition, batch_id: int) -> None:
-        import json
-
         from pyspark import StorageLevel
 
         tasks = self.sync.tasks
-        df = (self.spark.read.format("relaylog")
-              .option("relay_dir", str(self.relay_dir))
-              .option("startingOffset", json.dumps(to_offset(start)))
-              .option("endingOffset", json.dumps(to_offset(end)))
-              .option("partitionBytes", str(self.sync.partition_bytes))
-              .load().where("op != 'ddl'"))
+        # Sync reads the partitions the relaylog source would plan, decoding them in the
+        # tasks (no DataFrame: that would add Arrow -> JVM -> Python conversions per row).
+        segments = [seg for seg in plan_partitions(self.relay_dir, start, end,
+                                                   target_bytes=self.sync.partition_bytes)
+                    if seg.kind != "ddl"]
+        relay_dir = str(self.relay_dir)
+        sc = self.spark.sparkContext
         # Two steps: which tables this batch must replay in order (no key, partial images,
         # keys a collation may fold together) is known only from all of its changes, and such
         # a table must be whole in one task, never also upserted by another.
-        cached = (df.rdd.flatMap(lambda row: ((route(ch, tasks), ch) for ch in row_changes(row)))
+        cached = (sc.parallelize(segments, max(1, len(segments)))
+                  .flatMap(lambda seg: ((route(ch, tasks), ch)
+                                        for ch in segment_changes(relay_dir, seg)))
                   .partitionBy(tasks, lambda k: k).persist(StorageLevel.MEMORY_AND_DISK))
         try:
             ordered = frozenset().union(*cached.mapPartitions(_ordered_here).collect())
