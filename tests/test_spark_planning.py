@@ -121,3 +121,16 @@ def test_a_torn_tail_of_a_finished_file_is_skipped(tmp_path: Path) -> None:
     parts = plan_partitions(tmp_path, start, end)
     # The builder marked the cut transaction's end; the last whole one ends before it.
     assert max(p.stop for p in parts if p.file == "mysql-bin.000001") == first.boundaries[-2]
+
+
+def test_transaction_ends_do_not_depend_on_read_sizes(tmp_path: Path, monkeypatch) -> None:
+    """Events straddling read chunks (hopped over, or read whole) give the same ends."""
+    import binrelay.relay.txnscan as txnscan
+
+    b = _file(40, ddl_at=(5, 17, 31))
+    _relay(tmp_path, [b])
+    path = tmp_path / str(SUB) / "mysql-bin.000001"
+    want = transaction_ends(path, 4, len(b.data))
+    for chunk in (19, 20, 37, 64, 101, 333):
+        monkeypatch.setattr(txnscan, "_CHUNK", chunk)
+        assert transaction_ends(path, 4, len(b.data)) == want, chunk

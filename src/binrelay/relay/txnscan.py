@@ -59,6 +59,10 @@ def transaction_ends(path: Path, start: int, stop: int, *,
         base = start
         while pos < stop:
             off = pos - base
+            if off > len(buf):
+                # Hopping over an event body went past what was read: skip the rest unread.
+                f.seek(pos)
+                buf, base, off = b"", pos, 0
             if len(buf) - off < c.EVENT_HEADER_LEN:
                 more = f.read(min(_CHUNK, stop - base - len(buf)))
                 if not more:
@@ -86,13 +90,13 @@ def transaction_ends(path: Path, start: int, stop: int, *,
                 tracker.feed(etype)
                 pos += size
                 continue
+            if len(buf) - off < size:
+                # The events that decide where transactions end are read whole.
+                buf = buf[off:] + f.read(max(_CHUNK, size - (len(buf) - off)))
+                base = pos
+                off = 0
             prefix = b""
             if needs_query_prefix(etype):
-                if len(buf) - off < size:
-                    more = f.read(max(_CHUNK, size))
-                    buf = buf[off:] + more
-                    base = pos
-                    off = 0
                 prefix = query_text_prefix(buf[off : off + size], checksum_len)
             flags = 0
             if etype == c.GTID_EVENT and len(buf) - off >= c.EVENT_HEADER_LEN + 13:
