@@ -39,7 +39,8 @@ ANCHOR = shutil.which("mariadb-binlog") or "/usr/bin/mariadb-binlog"
 MB = 1_000_000
 MIB = 1024 * 1024
 
-SECTIONS = ("relay_throughput", "relay_memory", "reader_latency", "decode_throughput")
+SECTIONS = ("relay_throughput", "relay_memory", "reader_latency", "decode_throughput",
+            "sync_catchup", "sync_lag")
 
 INTRO = """\
 # Benchmarks

@@ -1,0 +1,626 @@
+"""Sync catch-up: a relayed sysbench binlog applied by ``binrelay sync`` vs. a native replica.
+
+    .venv/bin/python -m bench.sync_catchup [--mib 458] [--batch-mib 256] [--parallel 4]
+
+A sandbox MariaDB upstream gets ``sysbench prepare`` (4 tables × 10000 rows); with no
+writes running, ``SHOW MASTER STATUS`` there is the starting point and
+``mariadb-dump --single-transaction`` of ``sbtest`` is the prepared state.  sysbench
+``oltp_write_only`` (4 threads) then runs until the binlog after the starting point holds at
+least ``--mib`` MiB, and ``binrelay relay`` copies the upstream's binlog into a relay dir
+(not timed).  Then, one after the other, each on a fresh sandbox server loaded with the dump
+(binlog off on these downstreams, as a replica's ``log_slave_updates = OFF`` leaves it for
+the changes it applies):
+
+* the anchor, a native MariaDB replica (``CHANGE MASTER TO`` the starting point,
+  ``slave_parallel_threads = 0``, MariaDB's default): its IO thread first fetches the whole
+  binlog into its relay log (not timed, as the relay is not timed for binrelay), then it is
+  timed from ``START SLAVE SQL_THREAD`` until ``Relay_Master_Log_File`` /
+  ``Exec_Master_Log_Pos`` reach the upstream's end (polled every 50 ms);
+* ``binrelay sync --until-caught-up`` (``local[2]``, 4 tasks), its checkpoint initialised at
+  the starting point, timed as a whole command (interpreter and Spark start included), with
+  the default ``batch-bytes`` and with ``--batch-mib`` (0: skip);
+* with ``--parallel N`` (0: skip) the replica again with ``slave_parallel_threads = N``.
+
+After every run ``CHECKSUM TABLE`` of every sbtest table must equal the upstream's, or the
+benchmark fails instead of reporting.  Row changes are counted by ``mariadb-binlog -v`` from
+the starting point.  Goal: native replica time / binrelay time ≥ 2.
+
+Writes its section of BENCHMARKS.md (unless ``--no-report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import math
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pymysql
+import pymysql.cursors
+
+from bench.common import (
+    ANCHOR,
+    MB,
+    MIB,
+    REPO_ROOT,
+    BenchError,
+    binrelay_cmd,
+    facts_table,
+    loadavg,
+    log,
+    machine_facts,
+    make_workdir,
+    md_table,
+    run_relay,
+    settled_master_status,
+    tail,
+    update_section,
+    verify_relay,
+    write_config,
+)
+from bench.relay_throughput import ROWS_PER_TXN, TABLE_SIZE, TABLES, THREADS, Workload
+from binrelay.apply.checkpoint import (
+    Position,
+    create_checkpoint_table,
+    init_checkpoint,
+    read_checkpoint,
+)
+from binrelay.relay.layout import read_index
+from binrelay.sandbox import (
+    REPL_PASSWORD,
+    REPL_USER,
+    MariaDBServer,
+    default_template,
+    sysbench_prepare,
+    sysbench_run,
+)
+
+SECTION = "sync_catchup"
+GOAL = 2.0
+MASTER = "local[2]"
+TASKS = 4
+PIPELINE = "sync"
+REPLICA_POLL = 0.05
+#: Downstreams do not binlog the changes they apply (a replica's log_slave_updates = OFF).
+DOWNSTREAM_ARGS = ("--skip-log-bin", "--relay-log=relay-bin")
+IDLE_POLL = 30.0
+IDLE_MAX = 15 * 60.0
+#: ``--no-idle-wait`` (small trial runs) turns :func:`wait_for_quiet` off.
+IDLE_WAIT = True
+RUN_TIMEOUT = 3600.0
+_APPLIED = re.compile(r"applied (\d+) batch\(es\): (\d+) row change\(s\), (\d+) DDL"
+                      r" statement\(s\) in ([\d.]+) s")
+#: ``2026-11-22 09:32:01,070 INFO binrelay.spark.sync: batch 1 applied: <file>:15316959 (0-1.000001)
+#: -> <file>:19511096 (0-1.000001)``: when, and the start and end offsets.
+_BATCH_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO binrelay\.spark\.sync:"
+                         r" batch \d+ applied: \S*?:(\d+) \(\S+\) -> \S*?:(\d+) \(",
+                         re.MULTILINE)
+_VERBOSE = re.compile(rb"^### (INSERT INTO|UPDATE|DELETE FROM) |^#\d{6} .*\tGTID ",
+                      re.MULTILINE)
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def wait_for_quiet(what: str) -> str:
+    """Wait until no ``pytest`` runs on the machine (polled every 30 s, at most 15 min).
+
+    Returns a note for the report: empty when the machine was quiet at once.
+    """
+    if not IDLE_WAIT:
+        return "not waited for the machine to be free of pytest runs (--no-idle-wait)"
+    start = time.monotonic()
+    waited = False
+    while True:
+        busy = subprocess.run(["pgrep", "-f", "pytest"], capture_output=True, text=True,
+                              check=False).stdout.split()
+        if not busy:
+            if waited:
+                return f"waited {time.monotonic() - start:.0f} s for a pytest run to end"
+            return ""
+        if time.monotonic() - start >= IDLE_MAX:
+            log(f"pytest still running after {IDLE_MAX / 60:.0f} min: measuring {what} anyway")
+            return (f"measured while a pytest run was going on (still there after"
+                    f" {IDLE_MAX / 60:.0f} min of waiting)")
+        if not waited:
+            log(f"pytest is running (pids {' '.join(busy)}): waiting before {what}")
+        waited = True
+        time.sleep(IDLE_POLL)
+
+
+def downstream_server(workdir: Path, name: str, server_id: int) -> MariaDBServer:
+    server = MariaDBServer(workdir / name, server_id=server_id, template=default_template(),
+                           extra_args=DOWNSTREAM_ARGS)
+    server.start()
+    return server
+
+
+def sbtest_checksums(server: MariaDBServer) -> dict[str, int]:
+    return {f"sbtest{i}": int(server.execute(f"CHECKSUM TABLE sbtest.sbtest{i}")[0][1])
+            for i in range(1, TABLES + 1)}
+
+
+def slave_status(server: MariaDBServer) -> dict[str, object]:
+    with contextlib.closing(server.connect(cursorclass=pymysql.cursors.DictCursor)) as conn, \
+            conn.cursor() as cur:
+        cur.execute("SHOW SLAVE STATUS")
+        row = cur.fetchone()
+    if row is None:
+        raise BenchError(f"{server.name} is not a replica")
+    return dict(row)
+
+
+def check_slave_errors(status: dict[str, object]) -> None:
+    for kind in ("IO", "SQL"):
+        errno = status.get(f"Last_{kind}_Errno")
+        if errno:
+            raise BenchError(f"replica {kind} thread error {errno}:"
+                             f" {status.get(f'Last_{kind}_Error')}")
+
+
+def change_master(replica: MariaDBServer, upstream: MariaDBServer, start: tuple[str, int],
+                  parallel: int) -> None:
+    replica.execute(f"SET GLOBAL slave_parallel_threads = {int(parallel)}")
+    replica.execute(
+        "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s,"
+        " MASTER_LOG_FILE=%s, MASTER_LOG_POS=%s",
+        (upstream.host, upstream.port, REPL_USER, REPL_PASSWORD, start[0], start[1]))
+
+
+def wait_replica(replica: MariaDBServer, done: Callable[[dict[str, object]], bool], *,
+                 poll: float, timeout: float, what: str) -> float:
+    """Poll ``SHOW SLAVE STATUS`` until ``done``; returns perf_counter at that moment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = slave_status(replica)
+        check_slave_errors(status)
+        if done(status):
+            return time.perf_counter()
+        if time.monotonic() > deadline:
+            raise BenchError(f"replica did not {what} in {timeout:.0f} s: {status}")
+        time.sleep(poll)
+
+
+def fetched(end: tuple[str, int]) -> Callable[[dict[str, object]], bool]:
+    return lambda s: (s["Master_Log_File"], int(s["Read_Master_Log_Pos"] or 0)) == end
+
+
+def executed(end: tuple[str, int]) -> Callable[[dict[str, object]], bool]:
+    return lambda s: (s["Relay_Master_Log_File"], int(s["Exec_Master_Log_Pos"] or 0)) == end
+
+
+def init_sync_checkpoint(downstream: MariaDBServer, position: Position) -> None:
+    conn = downstream.connect(autocommit=False)
+    try:
+        create_checkpoint_table(conn)
+        cp = init_checkpoint(conn, PIPELINE, position)
+    finally:
+        conn.close()
+    if cp.position != position or cp.batch_id != 0:
+        raise BenchError(f"the downstream already had a checkpoint: {cp}")
+
+
+def sync_config(path: Path, upstream: MariaDBServer, relay_dir: Path,
+                downstream: MariaDBServer, **sync: object) -> Path:
+    return write_config(path, upstream, relay_dir,
+                        to={"host": downstream.host, "port": downstream.port, "user": "root",
+                            "password": ""},
+                        sync={"master": MASTER, "tasks": TASKS, "pipeline": PIPELINE, **sync})
+
+
+# --------------------------------------------------------------------------- workload
+
+
+def binlog_after(server: MariaDBServer, start: tuple[str, int]) -> int:
+    """Binlog bytes after ``start`` (file, pos), over every file from that one on."""
+    total = 0
+    for name, size in server.binlog_files():
+        if name < start[0]:
+            continue
+        total += size - (start[1] if name == start[0] else 0)
+    return total
+
+
+def run_workload(server: MariaDBServer, start: tuple[str, int], target: int) -> Workload:
+    """sysbench runs until the binlog after ``start`` holds ``target`` bytes (the loop of
+    ``bench.relay_throughput.generate``, without its prepare)."""
+    size = binlog_after(server, start)
+    transactions = 0
+    run_seconds = 0.0
+    events: int | None = None
+    while size < target:
+        t0 = time.monotonic()
+        result = sysbench_run(server, tables=TABLES, table_size=TABLE_SIZE, threads=THREADS,
+                              time=None if events else 10, events=events)
+        elapsed = time.monotonic() - t0
+        run_seconds += elapsed
+        m = re.search(r"transactions:\s+(\d+)", result.stdout)
+        if not m or not int(m[1]):
+            raise BenchError(f"no transactions in sysbench's output:\n{result.stdout[-2000:]}")
+        done = int(m[1])
+        transactions += done
+        new = binlog_after(server, start)
+        per_txn = (new - size) / done
+        log(f"sysbench: {done} transactions in {elapsed:.0f} s, binlog {new / MIB:.1f} of"
+            f" {target / MIB:.0f} MiB after the starting point ({per_txn:.0f} bytes per"
+            f" transaction)")
+        size = new
+        events = max(THREADS, math.ceil((target - size) / per_txn * 1.005))
+    return Workload(run_seconds, transactions, ROWS_PER_TXN * transactions)
+
+
+@dataclass
+class BinlogCounts:
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+    transactions: int = 0  #: GTID events
+
+    @property
+    def rows(self) -> int:
+        return self.inserts + self.updates + self.deletes
+
+
+def count_binlog(server: MariaDBServer, start: tuple[str, int]) -> BinlogCounts:
+    """Row changes (``### INSERT INTO`` / ``UPDATE`` / ``DELETE FROM``) and GTID events that
+    ``mariadb-binlog -v`` lists after ``start``."""
+    counts = BinlogCounts()
+    names = [name for name, _size in server.binlog_files() if name >= start[0]]
+    for name in names:
+        args = [ANCHOR, "-v", "--base64-output=decode-rows"]
+        if name == start[0]:
+            args.append(f"--start-position={start[1]}")
+        dump = subprocess.Popen([*args, str(server.binlog_path(name))], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        grep = subprocess.Popen(["grep", "-a", "-E",
+                                 r"^### (INSERT INTO|UPDATE|DELETE FROM) |^#[0-9]{6} .*GTID "],
+                                stdin=dump.stdout, stdout=subprocess.PIPE)
+        assert dump.stdout is not None and grep.stdout is not None
+        dump.stdout.close()
+        try:
+            for m in _VERBOSE.finditer(grep.stdout.read()):
+                kind = m[1]
+                if kind == b"INSERT INTO":
+                    counts.inserts += 1
+                elif kind == b"UPDATE":
+                    counts.updates += 1
+                elif kind == b"DELETE FROM":
+                    counts.deletes += 1
+                else:
+                    counts.transactions += 1
+        finally:
+            grep.wait()
+            err = dump.stderr.read() if dump.stderr else b""
+            dump.wait()
+        if dump.returncode != 0:
+            raise BenchError(f"mariadb-binlog -v {name} exited with {dump.returncode}:"
+                             f" {err.decode(errors='replace')[-2000:]}")
+    return counts
+
+
+def dump_sbtest(server: MariaDBServer, path: Path) -> None:
+    cmd = ["mariadb-dump", f"-h{server.host}", f"-P{server.port}", "-uroot",
+           "--single-transaction", "--databases", "sbtest", f"--result-file={path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise BenchError(f"mariadb-dump exited with {proc.returncode}: {proc.stderr[-2000:]}")
+
+
+def load_dump(server: MariaDBServer, path: Path) -> None:
+    with path.open("rb") as f:
+        proc = subprocess.run(["mariadb", f"-h{server.host}", f"-P{server.port}", "-uroot"],
+                              stdin=f, capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise BenchError(f"loading the dump into {server.name} failed:"
+                         f" {proc.stderr.decode(errors='replace')[-2000:]}")
+
+
+# --------------------------------------------------------------------------- the runs
+
+
+@dataclass
+class Run:
+    side: str  #: "replica" or "binrelay"
+    label: str
+    seconds: float  #: what the ratio uses
+    note: str = ""
+    fetch_seconds: float = 0.0  #: replica: IO thread fetch (not timed)
+    apply_seconds: float | None = None  #: binrelay: the sync's own "in X s"
+    batches: int = 0
+    changes: int = 0
+    batch_ends: list[float] = field(default_factory=list)  #: s after spawn, per batch
+    batch_bytes: int = 0
+
+
+def run_replica(workdir: Path, upstream: MariaDBServer, dump: Path, start: tuple[str, int],
+                end: tuple[str, int], want: dict[str, int], parallel: int,
+                server_id: int) -> Run:
+    label = f"native replica, slave_parallel_threads={parallel}"
+    replica = downstream_server(workdir, f"replica-p{parallel}", server_id)
+    try:
+        load_dump(replica, dump)
+        change_master(replica, upstream, start, parallel)
+        t0 = time.perf_counter()
+        replica.execute("START SLAVE IO_THREAD")
+        fetch = wait_replica(replica, fetched(end), poll=0.2, timeout=RUN_TIMEOUT,
+                             what="fetch the binlog") - t0
+        log(f"{label}: IO thread fetched the binlog in {fetch:.1f} s (not timed)")
+        note = wait_for_quiet(label)
+        t0 = time.perf_counter()
+        replica.execute("START SLAVE SQL_THREAD")
+        seconds = wait_replica(replica, executed(end), poll=REPLICA_POLL, timeout=RUN_TIMEOUT,
+                               what="apply the binlog") - t0
+        log(f"{label}: applied in {seconds:.2f} s")
+        got = sbtest_checksums(replica)
+        if got != want:
+            raise BenchError(f"{label}: CHECKSUM TABLE {got}, upstream {want}")
+        replica.execute("STOP SLAVE")
+    finally:
+        replica.cleanup()
+    return Run("replica", label, seconds, note=note, fetch_seconds=fetch)
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    at: float  #: epoch seconds of the log line
+    start: int
+    end: int  #: offsets (bytes, when both are in one file: end - start)
+
+
+def batch_lines(text: str) -> list[BatchLine]:
+    """The ``batch N applied`` lines of a ``binrelay sync`` log (asctime is local time)."""
+    return [BatchLine(dt.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp(),
+                      int(m[2]), int(m[3])) for m in _BATCH_LINE.finditer(text)]
+
+
+def run_sync(workdir: Path, upstream: MariaDBServer, relay_dir: Path, dump: Path,
+             start: Position, end: tuple[str, int], want: dict[str, int],
+             batch_bytes: int | None, server_id: int) -> Run:
+    sync_keys: dict[str, object] = {}
+    if batch_bytes:
+        sync_keys["batch-bytes"] = batch_bytes
+    size = batch_bytes or 64 * MIB
+    label = f"binrelay sync, batch-bytes {size // MIB} MiB"
+    tag = f"sync-{size // MIB}m"
+    downstream = downstream_server(workdir, tag, server_id)
+    log_path = workdir / f"{tag}.log"
+    try:
+        load_dump(downstream, dump)
+        init_sync_checkpoint(downstream, start)
+        config = sync_config(workdir / f"{tag}.toml", upstream, relay_dir, downstream,
+                             **sync_keys)
+        note = wait_for_quiet(label)
+        cmd = binrelay_cmd("sync", "--config", str(config), "--until-caught-up")
+        with log_path.open("wb") as out:
+            spawned = time.time()
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT, check=False, timeout=RUN_TIMEOUT)
+            seconds = time.perf_counter() - t0
+        text = log_path.read_text(errors="replace")
+        if proc.returncode != 0:
+            raise BenchError(f"{label} exited with {proc.returncode}; log:\n{tail(log_path)}")
+        m = _APPLIED.search(text)
+        if not m:
+            raise BenchError(f"{label}: no 'applied ...' line in its output:\n{text[-2000:]}")
+        batches, changes, apply_s = int(m[1]), int(m[2]), float(m[4])
+        ends = [b.at - spawned for b in batch_lines(text)]
+        log(f"{label}: {batches} batches, {changes:,} changes, whole command {seconds:.2f} s,"
+            f" apply {apply_s:.1f} s")
+        conn = downstream.connect(autocommit=False)
+        try:
+            cp = read_checkpoint(conn, PIPELINE)
+        finally:
+            conn.close()
+        if cp is None or not cp.consistent or \
+                (cp.position.binlog_name, cp.position.binlog_pos) != end:
+            raise BenchError(f"{label}: checkpoint {cp} is not consistent at {end}")
+        got = sbtest_checksums(downstream)
+        if got != want:
+            raise BenchError(f"{label}: CHECKSUM TABLE {got}, upstream {want}")
+    finally:
+        downstream.cleanup()
+    return Run("binrelay", label, seconds, note=note, apply_seconds=apply_s, batches=batches,
+               changes=changes, batch_ends=ends, batch_bytes=size)
+
+
+def spark_start_seconds(workdir: Path) -> float:
+    """A SparkSession with the sync's master and one trivial job, timed in a child (this
+    also warms the page cache for Spark's jars before any timed run)."""
+    code = ("import time; t = time.perf_counter()\n"
+            "from binrelay.spark.session import build_session\n"
+            f"s = build_session({MASTER!r}, app_name='bench-start')\n"
+            "s.sparkContext.parallelize([1, 2], 2).count()\n"
+            "print(time.perf_counter() - t); s.stop()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                          text=True, check=False, timeout=600)
+    (workdir / "spark-start.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise BenchError(f"starting a SparkSession failed:\n{proc.stderr[-2000:]}")
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------- report
+
+
+def report(args: argparse.Namespace, facts: dict[str, str], work: Workload,
+           counts: BinlogCounts, start: tuple[str, int], end: tuple[str, int],
+           after_bytes: int, runs: list[Run], spark_s: float) -> str:
+    rows = counts.rows
+    anchor = next(r for r in runs if r.side == "replica" and r.label.endswith("=0"))
+    ours = [r for r in runs if r.side == "binrelay"]
+    best = min(ours, key=lambda r: r.seconds)
+    ratio = anchor.seconds / best.seconds
+    verdict = "met" if ratio >= GOAL else "NOT met"
+    cmd = (f"python -m bench.sync_catchup --mib {args.mib:g} --batch-mib {args.batch_mib:g}"
+           f" --parallel {args.parallel}")
+    table_rows: list[list[object]] = []
+    for r in runs:
+        apply_s = f"{r.apply_seconds:.1f}" if r.apply_seconds is not None else "–"
+        batches = (f"{r.batches} (≈{after_bytes / r.batches / MIB:.1f} MiB each)"
+                   if r.side == "binrelay" and r.batches else "–")
+        table_rows.append([r.label if r.side == "replica" else f"**{r.label}**",
+                           f"{r.seconds:.2f}", f"{rows / r.seconds / 1000:.1f}",
+                           f"{after_bytes / r.seconds / MB:.1f}", apply_s, batches,
+                           f"{anchor.seconds / r.seconds:.2f}"])
+    table = md_table(["run (in order)", "seconds", "k rows/s", "MB/s", "sync's own apply s",
+                      "batches", "native replica (serial) s / this s"], table_rows)
+    notes = list(dict.fromkeys(r.note for r in runs if r.note))
+    if len(notes) > 1:
+        notes = [f"{r.label}: {r.note}" for r in runs if r.note]
+    facts = {**facts, "Spark master / tasks": f"`{MASTER}` / {TASKS}",
+             "SparkSession start + 1 trivial job (separate child)": f"{spark_s:.1f} s",
+             "load average at end": loadavg()}
+    timelines = []
+    for r in ours:
+        if not r.batch_ends:
+            continue
+        gaps = [b - a for a, b in zip(r.batch_ends, r.batch_ends[1:], strict=False)]
+        per = (f"; later batches {min(gaps):.1f}–{max(gaps):.1f} s each"
+               f" (mean {sum(gaps) / len(gaps):.1f} s)" if gaps else "")
+        timelines.append(
+            f"  - {r.label}: first batch committed {r.batch_ends[0]:.1f} s after spawn"
+            f"{per}; the process exited {r.seconds - r.batch_ends[-1]:.1f} s after its last"
+            f" batch; {r.changes:,} changes applied (key moves counted twice)")
+    fetches = ", ".join(f"{r.fetch_seconds:.1f} s ({r.label.split(', ')[1]})"
+                        for r in runs if r.side == "replica")
+    return f"""\
+## Sync catch-up: `binrelay sync --until-caught-up` vs. a native MariaDB replica
+
+`{cmd}` ·
+goal: native replica time / binrelay time ≥ {GOAL:.0f} ·
+**verdict: {verdict}** (ratio {ratio:.2f}: {anchor.seconds:.1f} s vs. {best.seconds:.1f} s,
+{rows / anchor.seconds / 1000:.1f} k vs. {rows / best.seconds / 1000:.1f} k rows/s)
+
+{facts_table(facts)}
+
+Workload: sysbench `oltp_write_only` on {TABLES} tables × {TABLE_SIZE} rows prepared before
+the starting point `{start[0]}:{start[1]}`; then {THREADS} threads, {work.seconds:.0f} s of
+runs, {work.transactions:,} transactions, up to `{end[0]}:{end[1]}`: {after_bytes:,} bytes
+({after_bytes / MIB:.1f} MiB) of binlog after the starting point (ROW, FULL row image and
+metadata, CRC32). `mariadb-binlog -v` lists **{rows:,} row changes** there
+({counts.inserts:,} inserts, {counts.updates:,} updates, {counts.deletes:,} deletes) in
+{counts.transactions:,} transactions (GTID events); sysbench's count × {ROWS_PER_TXN} =
+{work.row_changes:,}.
+
+{table}
+
+- The ratio and the verdict use the native replica with `slave_parallel_threads = 0`
+  (MariaDB's default, one SQL thread) and the faster binrelay run. k rows/s = row changes
+  of the binlog range per second; MB/s = 10⁶ bytes of binlog range per second.
+- Downstreams: every run gets a fresh sandbox server (same options, binlog off: neither side
+  writes a binlog of what it applies) loaded with `mariadb-dump --single-transaction
+  --databases sbtest` taken at the starting point. After each run `CHECKSUM TABLE` of all
+  {TABLES} sbtest tables equalled the upstream's, and binrelay's checkpoint was
+  `consistent = 1` at the upstream's end.
+- Native replica: `CHANGE MASTER TO` the starting point (user `repl`, file and position);
+  its IO thread first fetched the binlog into its relay log, not timed (as the relay is not
+  timed for binrelay): {fetches}. Timed from `START SLAVE SQL_THREAD` until
+  `Relay_Master_Log_File` / `Exec_Master_Log_Pos` reached the end (`SHOW SLAVE STATUS`
+  every {REPLICA_POLL * 1000:.0f} ms). Its crash safety: `mysql.gtid_slave_pos` updated in
+  every transaction.
+- binrelay: the relay dir was filled by `binrelay relay` beforehand (not timed); the
+  checkpoint row was created at the starting point (`init_checkpoint`), then
+  `python -m binrelay.cli.main sync --config F --until-caught-up` with `[sync] master =
+  "{MASTER}"`, `tasks = {TASKS}`, default `partition-bytes` (16 MiB), timed as a whole
+  command: interpreter start, Spark start (JVM, Python workers) and exit included. "sync's
+  own apply s" is the `applied N batch(es) ... in X s` it prints (its run loop, which
+  includes starting the SparkSession on the first batch).
+- Where binrelay's time goes (from its `batch N applied` log lines):
+{chr(10).join(timelines) or "  - (no batch lines)"}
+{"".join(f"- Note: {n}{chr(10)}" for n in notes)}"""
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=float, default=458.0,
+                        help="binlog size after the starting point, MiB (default 458)")
+    parser.add_argument("--batch-mib", type=float, default=256.0,
+                        help="also run the sync with this batch-bytes, MiB (0: skip;"
+                             " default 256)")
+    parser.add_argument("--parallel", type=int, default=4,
+                        help="also run the replica with this slave_parallel_threads"
+                             " (0: skip; default 4)")
+    parser.add_argument("--no-report", action="store_true",
+                        help="print the section but leave BENCHMARKS.md alone")
+    parser.add_argument("--no-idle-wait", action="store_true",
+                        help="do not wait for running pytest sessions to end (trial runs)")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir")
+    args = parser.parse_args(argv)
+    global IDLE_WAIT
+    IDLE_WAIT = not args.no_idle_wait
+
+    workdir = make_workdir(SECTION)
+    log(f"work dir {workdir}")
+    upstream = MariaDBServer(workdir / "upstream", server_id=1, template=default_template())
+    try:
+        upstream.start()
+        facts = machine_facts(upstream)
+        log(f"sysbench prepare: {TABLES} tables x {TABLE_SIZE} rows")
+        sysbench_prepare(upstream, tables=TABLES, table_size=TABLE_SIZE, threads=THREADS)
+        start = settled_master_status(upstream)
+        dump = workdir / "sbtest-start.sql"
+        dump_sbtest(upstream, dump)
+        log(f"starting point {start}; dump {dump.stat().st_size / MB:.1f} MB")
+        work = run_workload(upstream, start, int(args.mib * MIB))
+        end = settled_master_status(upstream)
+        after_bytes = binlog_after(upstream, start)
+        want = sbtest_checksums(upstream)
+        log(f"end {end}: {after_bytes / MIB:.1f} MiB after the starting point")
+
+        t0 = time.monotonic()
+        counts = count_binlog(upstream, start)
+        log(f"mariadb-binlog -v: {counts.rows:,} row changes, {counts.transactions:,} GTIDs"
+            f" ({time.monotonic() - t0:.0f} s)")
+
+        relay_dir = workdir / "relay"
+        relay_cfg = write_config(workdir / "relay.toml", upstream, relay_dir)
+        relay = run_relay(relay_cfg, relay_dir, end, workdir / "relay.log", poll=0.05,
+                          timeout=RUN_TIMEOUT)
+        verify_relay(upstream, relay_dir)
+        subdir = str(read_index(relay_dir)[-1])
+        log(f"relayed in {relay.seconds:.1f} s into {relay_dir / subdir} (not timed)")
+        spark_s = spark_start_seconds(workdir)
+        log(f"SparkSession start + trivial job: {spark_s:.1f} s")
+
+        runs: list[Run] = []
+        server_ids = iter(range(2, 100))
+        runs.append(run_replica(workdir, upstream, dump, start, end, want, 0, next(server_ids)))
+        position = Position(subdir, start[0], start[1])
+        runs.append(run_sync(workdir, upstream, relay_dir, dump, position, end, want, None,
+                             next(server_ids)))
+        if args.batch_mib:
+            runs.append(run_sync(workdir, upstream, relay_dir, dump, position, end, want,
+                                 int(args.batch_mib * MIB), next(server_ids)))
+        if args.parallel:
+            runs.append(run_replica(workdir, upstream, dump, start, end, want, args.parallel,
+                                    next(server_ids)))
+
+        body = report(args, facts, work, counts, start, end, after_bytes, runs, spark_s)
+        print(body)
+        if not args.no_report:
+            update_section(SECTION, body)
+            log("BENCHMARKS.md updated")
+    finally:
+        upstream.cleanup()
+        if args.keep:
+            log(f"kept {workdir}")
+        else:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(workdir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

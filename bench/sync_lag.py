@@ -1,0 +1,482 @@
+"""Sync lag: upstream commit to downstream visibility, ``binrelay sync`` vs. a native replica.
+
+    .venv/bin/python -m bench.sync_lag [--seconds 30] [--rates 0 1000]
+
+Three sandbox MariaDB servers: the upstream, binrelay's downstream and a native replica
+(``slave_parallel_threads = 0``, MariaDB's default), the two downstreams with their binlog
+off.  ``binrelay relay`` (default ``relay-sync-interval``) and ``binrelay sync`` (streaming,
+no ``--until-caught-up``; ``local[2]``, 4 tasks, default batch limits) run as processes,
+the replica replicates the same upstream from its first binlog; both start from empty and
+first catch up with ``sysbench prepare`` (4 tables × 10000 rows) and a heartbeat table
+``bench.hb``.
+
+Then, once per ``--rates`` value, sysbench ``oltp_write_only`` runs with 2 threads for
+``--seconds`` (``--rate``, 0 = unthrottled) while a probe commits
+``REPLACE INTO bench.hb VALUES (1, <counter>, NOW(6))`` on the upstream every 100 ms (its
+commit time: when the autocommit statement returned) and one thread per downstream reads
+``bench.hb`` every 10 ms; a counter's visibility time is the return of the first read that
+shows it or a later one.  Lag = visibility time − commit time, for binrelay's downstream and
+the replica at the same time, on the same clock.  After each phase both must show the last
+counter, and at the end ``CHECKSUM TABLE`` of every table must be equal on all three servers,
+or the benchmark fails instead of reporting.  Goal: binrelay's p99 ≤ 2 s (unthrottled).
+
+Writes its section of BENCHMARKS.md (unless ``--no-report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import sync_catchup
+from bench.common import (
+    MIB,
+    REPO_ROOT,
+    BenchError,
+    binrelay_cmd,
+    caught_up,
+    facts_table,
+    loadavg,
+    log,
+    machine_facts,
+    make_workdir,
+    md_table,
+    settled_master_status,
+    tail,
+    update_section,
+    write_config,
+)
+from bench.relay_throughput import TABLE_SIZE, TABLES
+from bench.sync_catchup import (
+    DOWNSTREAM_ARGS,
+    MASTER,
+    PIPELINE,
+    TASKS,
+    BatchLine,
+    batch_lines,
+    change_master,
+    check_slave_errors,
+    slave_status,
+    sync_config,
+    wait_for_quiet,
+)
+from binrelay.apply.checkpoint import read_checkpoint
+from binrelay.sandbox import (
+    MariaDBServer,
+    default_template,
+    sysbench_prepare,
+    sysbench_run_background,
+)
+
+SECTION = "sync_lag"
+GOAL = 2.0
+THREADS = 2
+BEAT = 0.1
+POLL = 0.01
+CATCH_UP_TIMEOUT = 900.0
+HB_DDL = ("CREATE TABLE bench.hb (id INT PRIMARY KEY, seq BIGINT NOT NULL,"
+          " at DATETIME(6) NOT NULL) ENGINE=InnoDB")
+
+
+# --------------------------------------------------------------------------- probe
+
+
+class Watcher(threading.Thread):
+    """Reads ``bench.hb`` on one downstream every ``POLL`` s; records when each counter
+    value is first visible (a jump over several values makes them all visible then)."""
+
+    def __init__(self, name: str, server: MariaDBServer) -> None:
+        super().__init__(name=f"watch-{name}", daemon=True)
+        self.label = name
+        self.server = server
+        self.visible: dict[int, float] = {}
+        self.last = -1
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with contextlib.closing(self.server.connect()) as conn, conn.cursor() as cur:
+                while not self.stop.is_set():
+                    try:
+                        cur.execute("SELECT seq FROM bench.hb WHERE id = 1")
+                        row = cur.fetchone()
+                    except Exception as exc:
+                        if "doesn't exist" not in str(exc):  # not replicated yet
+                            raise
+                        row = None
+                    now = time.perf_counter()
+                    if row is not None and int(row[0]) > self.last:
+                        for seq in range(self.last + 1, int(row[0]) + 1):
+                            self.visible[seq] = now
+                        self.last = int(row[0])
+                    time.sleep(POLL)
+        except BaseException as exc:
+            self.error = exc
+
+
+class Probe(threading.Thread):
+    """Commits an increasing counter on the upstream every ``BEAT`` s (fixed cadence)."""
+
+    def __init__(self, server: MariaDBServer, first: int) -> None:
+        super().__init__(name="probe", daemon=True)
+        self.server = server
+        self.seq = first - 1
+        self.commits: dict[int, float] = {}
+        self.round_trips: list[float] = []
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with contextlib.closing(self.server.connect()) as conn, conn.cursor() as cur:
+                start = time.perf_counter()
+                n = 0
+                while not self.stop.is_set():
+                    self.seq += 1
+                    sent = time.perf_counter()
+                    cur.execute("REPLACE INTO bench.hb VALUES (1, %s, NOW(6))", (self.seq,))
+                    acked = time.perf_counter()
+                    self.commits[self.seq] = acked
+                    self.round_trips.append(acked - sent)
+                    n += 1
+                    time.sleep(max(0.0, start + n * BEAT - time.perf_counter()))
+        except BaseException as exc:
+            self.error = exc
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+@dataclass
+class Phase:
+    rate: int
+    seconds: float
+    transactions: int
+    lags: dict[str, list[float]] = field(default_factory=dict)
+    #: how long after the workload ended each side reached the upstream's end position
+    drain: dict[str, float] = field(default_factory=dict)
+    batches: list[BatchLine] = field(default_factory=list)  #: sync batches in the phase
+    probe_rtt_ms: float = 0.0
+    note: str = ""
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def spawn(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as out:
+        return subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
+
+
+def stop_process(proc: subprocess.Popen[bytes], name: str, log_path: Path,
+                 timeout: float = 120.0) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise BenchError(f"{name} ignored SIGTERM for {timeout:.0f} s (killed); log:\n"
+                             f"{tail(log_path)}") from None
+    return int(proc.returncode)
+
+
+def check_alive(procs: dict[str, tuple[subprocess.Popen[bytes], Path]]) -> None:
+    for name, (proc, log_path) in procs.items():
+        if proc.poll() is not None:
+            raise BenchError(f"{name} exited with {proc.returncode}; log:\n{tail(log_path)}")
+
+
+def all_checksums(server: MariaDBServer) -> dict[str, int]:
+    names = [f"sbtest.sbtest{i}" for i in range(1, TABLES + 1)] + ["bench.hb"]
+    return {n: int(server.execute(f"CHECKSUM TABLE {n}")[0][1]) for n in names}
+
+
+def wait_converged(upstream: MariaDBServer, downstreams: dict[str, MariaDBServer],
+                   procs: dict[str, tuple[subprocess.Popen[bytes], Path]],
+                   replica: MariaDBServer, timeout: float) -> dict[str, int]:
+    want = all_checksums(upstream)
+    deadline = time.monotonic() + timeout
+    while True:
+        check_alive(procs)
+        check_slave_errors(slave_status(replica))
+        got = {}
+        for name, server in downstreams.items():
+            try:
+                got[name] = all_checksums(server)
+            except Exception:  # tables not there yet
+                got[name] = {}
+        if all(g == want for g in got.values()):
+            return want
+        if time.monotonic() > deadline:
+            raise BenchError(f"the downstreams did not converge in {timeout:.0f} s:"
+                             f" upstream {want}, downstreams {got}")
+        time.sleep(0.5)
+
+
+# --------------------------------------------------------------------------- one phase
+
+
+def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, watchers: dict[str, Watcher],
+              rate: int, seconds: float,
+              procs: dict[str, tuple[subprocess.Popen[bytes], Path]], replica: MariaDBServer,
+              sync_log: Path) -> Phase:
+    note = wait_for_quiet(f"the {rate or 'unthrottled'} tps phase")
+    first = max(w.last for w in watchers.values()) + 1
+    probe = Probe(upstream, first)
+    epoch0 = time.time()
+    probe.start()
+    log(f"phase: sysbench oltp_write_only, {THREADS} threads, {seconds:.0f} s,"
+        f" {'unthrottled' if not rate else f'{rate} tps'}")
+    t0 = time.perf_counter()
+    with sysbench_run_background(upstream, tables=TABLES, table_size=TABLE_SIZE,
+                                 threads=THREADS, time=seconds, prepare=False,
+                                 extra=[f"--rate={rate}"] if rate else []) as work:
+        while work.is_running:
+            check_alive(procs)
+            if probe.error:
+                raise BenchError(f"probe failed: {probe.error!r}")
+            time.sleep(0.2)
+        out = work.check().stdout
+    probe.stop.set()
+    probe.join(timeout=10)
+    ended = time.perf_counter()
+    elapsed = ended - t0
+    m = re.search(r"transactions:\s+(\d+)", out)
+    transactions = int(m[1]) if m else 0
+    last = probe.seq
+    end = upstream.master_status()  # nothing writes any more
+    log(f"sysbench: {transactions} transactions in {elapsed:.0f} s; probe wrote"
+        f" {first}..{last}; upstream at {end}")
+    drain: dict[str, float] = {}
+    deadline = time.monotonic() + CATCH_UP_TIMEOUT
+    with contextlib.closing(downstream.connect(autocommit=False)) as conn:
+        while len(drain) < len(watchers) or any(w.last < last for w in watchers.values()):
+            check_alive(procs)
+            status = slave_status(replica)
+            check_slave_errors(status)
+            now = time.perf_counter()
+            cp = read_checkpoint(conn, PIPELINE)
+            at = {"replica": (status["Relay_Master_Log_File"],
+                              int(status["Exec_Master_Log_Pos"] or 0)),
+                  "binrelay": (cp.position.binlog_name, cp.position.binlog_pos) if cp else None}
+            for name, w in watchers.items():
+                if w.error:
+                    raise BenchError(f"watcher {name} failed: {w.error!r}")
+                if name not in drain and at[name] == end:
+                    drain[name] = now - ended
+                    log(f"{name}: at the upstream's end {drain[name]:.1f} s after the"
+                        f" workload ended")
+            if time.monotonic() > deadline:
+                raise BenchError(f"not every downstream reached {end} / counter {last} within"
+                                 f" {CATCH_UP_TIMEOUT:.0f} s: {drain}")
+            time.sleep(0.05)
+    lags = {name: [w.visible[s] - probe.commits[s] for s in range(first, last + 1)]
+            for name, w in watchers.items()}
+    epoch1 = time.time()
+    batches = [b for b in batch_lines(sync_log.read_text(errors="replace"))
+               if epoch0 <= b.at <= epoch1]
+    for name, values in lags.items():
+        log(f"{name}: p50 {pct(values, 50):.2f} s, p99 {pct(values, 99):.2f} s, max"
+            f" {max(values):.2f} s over {len(values)} heartbeats")
+    return Phase(rate, elapsed, transactions, lags, drain, batches,
+                 1000 * sorted(probe.round_trips)[len(probe.round_trips) // 2], note)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def report(args: argparse.Namespace, facts: dict[str, str], phases: list[Phase]) -> str:
+    main_phase = phases[0]
+    ours_p99 = pct(main_phase.lags["binrelay"], 99)
+    verdict = "met" if ours_p99 <= GOAL else "NOT met"
+    rows: list[list[object]] = []
+    for ph in phases:
+        tps = ph.transactions / ph.seconds
+        load = f"{'unthrottled' if not ph.rate else f'--rate={ph.rate}'}: {tps:,.0f} tps"
+        for name in ("binrelay", "replica"):
+            v = ph.lags[name]
+            label = "**binrelay sync**" if name == "binrelay" else "native replica"
+            rows.append([load, label, len(v), f"{pct(v, 50):.2f}", f"{pct(v, 90):.2f}",
+                         f"{pct(v, 99):.2f}", f"{max(v):.2f}", f"{ph.drain[name]:.1f}"])
+    table = md_table(["sysbench (2 threads)", "downstream", "heartbeats", "p50 s", "p90 s",
+                      "p99 s", "max s", "at the upstream's end after the workload, s"],
+                     rows)
+    batch_notes = []
+    for ph in phases:
+        gaps = [b.at - a.at for a, b in zip(ph.batches, ph.batches[1:], strict=False)]
+        sizes = [b.end - b.start for b in ph.batches if b.end > b.start]
+        if gaps and sizes:
+            batch_notes.append(
+                f"  - {'unthrottled' if not ph.rate else f'--rate={ph.rate}'}:"
+                f" {len(ph.batches)} batches committed, one every {pct(gaps, 50):.2f} s"
+                f" (median; max {max(gaps):.2f} s), {pct(sizes, 50) / MIB:.2f} MiB of relay"
+                f" each (median; max {max(sizes) / MIB:.2f} MiB); probe round trip (median)"
+                f" {ph.probe_rtt_ms:.1f} ms")
+    notes = list(dict.fromkeys(ph.note for ph in phases if ph.note))
+    cmd = (f"python -m bench.sync_lag --seconds {args.seconds:g} --rates"
+           f" {' '.join(str(r) for r in args.rates)}")
+    facts = {**facts, "Spark master / tasks": f"`{MASTER}` / {TASKS}",
+             "load average at end": loadavg()}
+    return f"""\
+## Sync lag: upstream commit → downstream visibility, `binrelay sync` vs. a native replica
+
+`{cmd}` ·
+goal: binrelay's p99 ≤ {GOAL:.0f} s under a running 2-thread sysbench
+({'unthrottled' if not main_phase.rate else f'--rate={main_phase.rate}'}) ·
+**verdict: {verdict}** (p99 {ours_p99:.2f} s; the native replica in the same run:
+{pct(main_phase.lags['replica'], 99):.2f} s)
+
+{facts_table(facts)}
+
+{table}
+
+- Setup: upstream, binrelay's downstream and a native replica (`slave_parallel_threads =
+  0`, MariaDB's default; `CHANGE MASTER TO` the upstream's first binlog), three sandbox
+  servers on this machine; the downstreams with binlog off. `binrelay relay`
+  (`relay-sync-interval = 0.1`, the default) and `binrelay sync --config F` (streaming:
+  `[sync] master = "{MASTER}"`, `tasks = {TASKS}`, default batch limits) run as processes
+  throughout; both downstreams first caught up with `sysbench prepare` ({TABLES} tables ×
+  {TABLE_SIZE} rows) from empty. Both sides are measured at the same time, under the same
+  load: the machine's 2 cores are shared by the upstream, sysbench, the relay, the sync
+  (its JVM and Python workers), the replica and the probe.
+- Heartbeats: every {BEAT * 1000:.0f} ms the probe commits `REPLACE INTO bench.hb VALUES
+  (1, <counter>, NOW(6))` on the upstream (autocommit; commit time = when the statement
+  returned) while sysbench runs; a thread per downstream reads `bench.hb` every
+  {POLL * 1000:.0f} ms (a read taking longer delays the next); a counter is visible at the
+  return of the first read showing it or a later counter. Lag = visible − committed, on one
+  monotonic clock; the poll interval bounds the error ({POLL * 1000:.0f} ms plus a read).
+- After each phase both downstreams showed the last counter and reached the upstream's end
+  position (the last column: the replica's `Exec_Master_Log_Pos`, binrelay's checkpoint,
+  polled every 50 ms from the moment sysbench and the probe had stopped), and at the end
+  `CHECKSUM TABLE` of the {TABLES} sbtest tables and `bench.hb` was equal on all three
+  servers.
+- binrelay's batches during each phase (from its `batch N applied` log lines):
+{chr(10).join(batch_notes) or "  - (none)"}
+{"".join(f"- Note: {n}{chr(10)}" for n in notes)}"""
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=30.0,
+                        help="sysbench duration per phase (default 30)")
+    parser.add_argument("--rates", type=int, nargs="+", default=[0, 1000],
+                        help="sysbench --rate per phase, 0 = unthrottled (default 0 1000);"
+                             " the goal is judged on the first")
+    parser.add_argument("--no-report", action="store_true",
+                        help="print the section but leave BENCHMARKS.md alone")
+    parser.add_argument("--no-idle-wait", action="store_true",
+                        help="do not wait for running pytest sessions to end (trial runs)")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir")
+    args = parser.parse_args(argv)
+    sync_catchup.IDLE_WAIT = not args.no_idle_wait
+
+    workdir = make_workdir(SECTION)
+    log(f"work dir {workdir}")
+    template = default_template()
+    upstream = MariaDBServer(workdir / "upstream", server_id=1, template=template)
+    downstream = MariaDBServer(workdir / "downstream", server_id=2, template=template,
+                               extra_args=DOWNSTREAM_ARGS)
+    replica = MariaDBServer(workdir / "replica", server_id=3, template=template,
+                            extra_args=DOWNSTREAM_ARGS)
+    procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+    watchers: dict[str, Watcher] = {}
+    try:
+        for server in (upstream, downstream, replica):
+            server.start()
+        facts = machine_facts(upstream)
+        first_binlog = upstream.binlog_files()[0][0]
+        upstream.execute("CREATE DATABASE bench")
+        upstream.execute(HB_DDL)
+        upstream.execute("INSERT INTO bench.hb VALUES (1, 0, NOW(6))")
+        log(f"sysbench prepare: {TABLES} tables x {TABLE_SIZE} rows")
+        sysbench_prepare(upstream, tables=TABLES, table_size=TABLE_SIZE, threads=THREADS)
+
+        relay_dir = workdir / "relay"
+        relay_cfg = write_config(workdir / "relay.toml", upstream, relay_dir,
+                                 relay_sync_interval=0.1)
+        relay_log = workdir / "relay.log"
+        procs["binrelay relay"] = (spawn(binrelay_cmd("relay", "--config", str(relay_cfg)),
+                                         relay_log), relay_log)
+        want = settled_master_status(upstream)
+        deadline = time.monotonic() + 120
+        while not caught_up(relay_dir, want):
+            check_alive(procs)
+            if time.monotonic() > deadline:
+                raise BenchError(f"the relay did not reach {want}; log:\n{tail(relay_log)}")
+            time.sleep(0.1)
+        sync_cfg = sync_config(workdir / "sync.toml", upstream, relay_dir, downstream)
+        sync_log = workdir / "sync.log"
+        procs["binrelay sync"] = (spawn(binrelay_cmd("sync", "--config", str(sync_cfg)),
+                                        sync_log), sync_log)
+        change_master(replica, upstream, (first_binlog, 4), 0)
+        replica.execute("START SLAVE")
+        log("waiting for both downstreams to catch up with the prepare")
+        t0 = time.monotonic()
+        wait_converged(upstream, {"binrelay": downstream, "replica": replica}, procs, replica,
+                       CATCH_UP_TIMEOUT)
+        log(f"both caught up ({time.monotonic() - t0:.0f} s)")
+
+        watchers = {"binrelay": Watcher("binrelay", downstream),
+                    "replica": Watcher("replica", replica)}
+        for w in watchers.values():
+            w.start()
+        deadline = time.monotonic() + 60
+        while any(w.last < 0 for w in watchers.values()):
+            if time.monotonic() > deadline:
+                raise BenchError("the watchers see no heartbeat row")
+            time.sleep(0.1)
+
+        phases = [run_phase(upstream, downstream, watchers, rate, args.seconds, procs, replica,
+                            sync_log) for rate in args.rates]
+
+        final = wait_converged(upstream, {"binrelay": downstream, "replica": replica}, procs,
+                               replica, CATCH_UP_TIMEOUT)
+        log(f"converged: {final}")
+        for w in watchers.values():
+            w.stop.set()
+        for name in ("binrelay sync", "binrelay relay"):
+            proc, path = procs.pop(name)
+            rc = stop_process(proc, name, path)
+            if rc != 0:
+                raise BenchError(f"{name} exited with {rc} on SIGTERM; log:\n{tail(path)}")
+
+        body = report(args, facts, phases)
+        print(body)
+        if not args.no_report:
+            update_section(SECTION, body)
+            log("BENCHMARKS.md updated")
+    finally:
+        for w in watchers.values():
+            w.stop.set()
+        for name, (proc, path) in procs.items():
+            with contextlib.suppress(Exception):
+                stop_process(proc, name, path, timeout=30)
+        for server in (replica, downstream, upstream):
+            server.cleanup()
+        if args.keep:
+            log(f"kept {workdir}")
+        else:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(workdir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
