@@ -255,7 +255,7 @@ class SyncPipeline:
             if ddl:
                 self._ddl(conn, ddl)
             elif segments:
-                self._dml(start, end, batch_id)
+                self._dml(segments, batch_id)
             finish_batch(conn, self.name, batch_id, self.store)
         finally:
             conn.close()
@@ -271,15 +271,15 @@ class SyncPipeline:
                               position=(row["pos"],))
                     self.stats.ddl += 1
 
-    def _dml(self, start: RelayPosition, end: RelayPosition, batch_id: int) -> None:
+    def _dml(self, segments: list, batch_id: int) -> None:
+        """Apply the batch's DML partitions (planned once, in ``_batch``) on Spark tasks.
+
+        The tasks decode the partitions themselves (no DataFrame: that would add Arrow ->
+        JVM -> Python conversions per row).
+        """
         from pyspark import StorageLevel
 
         tasks = self.sync.tasks
-        # Sync reads the partitions the relaylog source would plan, decoding them in the
-        # tasks (no DataFrame: that would add Arrow -> JVM -> Python conversions per row).
-        segments = [seg for seg in plan_partitions(self.relay_dir, start, end,
-                                                   target_bytes=self.sync.partition_bytes)
-                    if seg.kind != "ddl"]
         relay_dir = str(self.relay_dir)
         sc = self.spark.sparkContext
         # Two steps: which tables this batch must replay in order (no key, partial images,
