@@ -140,11 +140,15 @@ class TaskContext:
     ordered: frozenset[TableRef] = frozenset()
 
 
-def apply_task(ctx: TaskContext, index: int, changes: Iterator[Change]) -> Iterator[int]:
+def apply_task(ctx: TaskContext, index: int, changes: Iterator[Change]
+               ) -> Iterator[dict[str, int]]:
     """One apply task: the net effect of its keys, in one downstream transaction each part."""
     local = sorted(changes, key=lambda ch: ch.position)
+    ops: dict[str, int] = {}
+    for ch in local:
+        ops[ch.op] = ops.get(ch.op, 0) + 1
     if not local:
-        yield 0
+        yield ops
         return
     plan = plan_batch(local, ordered_tables=ctx.ordered)
     ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
@@ -159,7 +163,7 @@ def apply_task(ctx: TaskContext, index: int, changes: Iterator[Change]) -> Itera
             apply_plan_part(conn, part, ledger=ledger)
     finally:
         conn.close()
-    yield len(local)
+    yield ops
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -173,9 +177,38 @@ class SyncStats:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class BatchReport:
+    """What one applied batch did; given to every ``SyncPipeline`` listener (metrics,
+    progress) after the batch's checkpoint has committed."""
+
+    pipeline: str
+    batch_id: int
+    kind: str  # "dml", "ddl" or "empty"
+    start: RelayPosition
+    end: RelayPosition
+    #: The relay's durable end when the batch was planned (progress: how far to go).
+    relay_end: RelayPosition
+    #: Row changes read from the relay, by op ("insert", "update", "delete").
+    rows_by_op: dict[str, int]
+    ddl: int
+    relay_bytes: int
+    seconds: float
+    #: Whether this batch replayed one left in flight by a crash.
+    replayed: bool = False
+
+    @property
+    def changes(self) -> int:
+        return sum(self.rows_by_op.values())
+
+
+BatchListener = Callable[[BatchReport], None]
+
+
 class SyncPipeline:
     def __init__(self, config: Config, *, spark: Any = None,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None,
+                 listeners: list[BatchListener] | None = None) -> None:
         self.config = config
         self.relay_dir = config.resolve_relay_dir()
         self.sync = config.sync
@@ -185,6 +218,7 @@ class SyncPipeline:
         self._spark = spark
         self.should_stop = should_stop or (lambda: False)
         self.stats = SyncStats()
+        self.listeners: list[BatchListener] = list(listeners or ())
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -225,7 +259,8 @@ class SyncPipeline:
                 start = _relay_position(cp.position)
                 consumers.register(self.relay_dir, self.name, start)
                 if not cp.consistent and cp.target is not None:
-                    self._batch(start, _relay_position(cp.target), cp.batch_id)
+                    self._batch(start, _relay_position(cp.target), cp.batch_id,
+                                replayed=True)
                     continue
                 end_limit = durable_end(self.relay_dir)
                 if end_limit.sort_key <= start.sort_key:
@@ -238,16 +273,20 @@ class SyncPipeline:
                 end = advance(self.relay_dir, start, end_limit,
                               max_bytes=self.sync.batch_bytes,
                               max_transactions=self.sync.batch_transactions or None)
-                self._batch(start, end, cp.batch_id + 1)
+                self._batch(start, end, cp.batch_id + 1, relay_end=end_limit)
         finally:
             if waiter is not None:
                 waiter.close()
             self.stats.seconds = time.monotonic() - started
         return self.stats
 
-    def _batch(self, start: RelayPosition, end: RelayPosition, batch_id: int) -> None:
+    def _batch(self, start: RelayPosition, end: RelayPosition, batch_id: int, *,
+               relay_end: RelayPosition | None = None, replayed: bool = False) -> None:
+        started = time.monotonic()
         segments = plan_partitions(self.relay_dir, start, end,
                                    target_bytes=self.sync.partition_bytes)
+        rows_by_op: dict[str, int] = {}
+        ddl_before = self.stats.ddl
         conn = self.downstream.connect()
         try:
             mark_in_flight(conn, self.name, batch_id, _position(end), self.store)
@@ -255,13 +294,22 @@ class SyncPipeline:
             if ddl:
                 self._ddl(conn, ddl)
             elif segments:
-                self._dml(segments, batch_id)
+                rows_by_op = self._dml(segments, batch_id)
             finish_batch(conn, self.name, batch_id, self.store)
         finally:
             conn.close()
         consumers.register(self.relay_dir, self.name, end)
         self.stats.batches += 1
         log.info("batch %d applied: %s -> %s", batch_id, start, end)
+        report = BatchReport(
+            pipeline=self.name, batch_id=batch_id,
+            kind="ddl" if self.stats.ddl > ddl_before else ("dml" if segments else "empty"),
+            start=start, end=end, relay_end=relay_end or end, rows_by_op=rows_by_op,
+            ddl=self.stats.ddl - ddl_before,
+            relay_bytes=sum(s.stop - s.start for s in segments),
+            seconds=time.monotonic() - started, replayed=replayed)
+        for listener in self.listeners:
+            listener(report)
 
     def _ddl(self, conn: Any, segments: list) -> None:
         for segment in segments:
@@ -271,7 +319,7 @@ class SyncPipeline:
                               position=(row["pos"],))
                     self.stats.ddl += 1
 
-    def _dml(self, segments: list, batch_id: int) -> None:
+    def _dml(self, segments: list, batch_id: int) -> dict[str, int]:
         """Apply the batch's DML partitions (planned once, in ``_batch``) on Spark tasks.
 
         The tasks decode the partitions themselves (no DataFrame: that would add Arrow ->
@@ -300,7 +348,12 @@ class SyncPipeline:
                 lambda i, items: apply_task(ctx, i, (ch for _k, ch in items))).collect()
         finally:
             cached.unpersist()
-        self.stats.changes += sum(counts)
+        rows_by_op: dict[str, int] = {}
+        for part in counts:
+            for op, n in part.items():
+                rows_by_op[op] = rows_by_op.get(op, 0) + n
+        self.stats.changes += sum(rows_by_op.values())
+        return rows_by_op
 
 
 def recover(config: Config) -> tuple[bool, SyncStats]:
