@@ -24,7 +24,7 @@ from binrelay.relay.layout import (
     read_meta,
 )
 from binrelay.relay.position import RelayPosition
-from binrelay.relay.txnscan import DDL, DML, transaction_ends
+from binrelay.relay.txnscan import DDL, DML, TxnEnd, transaction_ends
 
 
 def to_offset(pos: RelayPosition) -> dict[str, Any]:
@@ -112,35 +112,55 @@ def advance(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
     With ``ddl_barrier`` a batch stops before a DDL, or holds only that DDL when it comes
     first.  Limits never leave a batch empty: one transaction always fits.
     """
+    return next_batch(relay_dir, start, end, max_bytes=max_bytes,
+                      max_transactions=max_transactions, ddl_barrier=ddl_barrier)[0]
+
+
+def next_batch(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
+               max_bytes: int | None = None, max_transactions: int | None = None,
+               ddl_barrier: bool = True, target_bytes: int = 16 << 20,
+               ) -> tuple[RelayPosition, list[Segment]]:
+    """:func:`advance` and :func:`plan_partitions` of its range in one scan of the relay."""
     last = start
     taken_bytes = 0
     taken = 0
+    out: list[Segment] = []
     for span in spans(relay_dir, start, end):
         path = relay_dir / str(span.subdir) / span.file
         budget = None if max_bytes is None else span.start + max(0, max_bytes - taken_bytes)
         ends = transaction_ends(path, span.start, span.stop, enough_at=budget)
+        accepted: list[TxnEnd] = []
         prev = span.start
+        done = False
         for txn in ends:
             moved = last != start
             if ddl_barrier and txn.kind == DDL:
-                if moved:
-                    return last
-                return RelayPosition(span.subdir, span.file, txn.end)
+                if not moved:
+                    accepted.append(txn)
+                    last = RelayPosition(span.subdir, span.file, txn.end)
+                done = True
+                break
             size = txn.end - prev
             if max_bytes is not None and moved and taken_bytes + size > max_bytes:
-                return last
+                done = True
+                break
             taken_bytes += size
             prev = txn.end
+            accepted.append(txn)
             last = RelayPosition(span.subdir, span.file, txn.end)
             if txn.kind == DML:
                 taken += 1
                 if max_transactions is not None and taken >= max_transactions:
-                    return last
+                    done = True
+                    break
+        out += _cut(span, span.start, accepted, target_bytes)
+        if done:
+            return last, out
         if budget is not None and ends and ends[-1].end >= budget and ends[-1].end < span.stop:
-            return last  # the byte budget ran out inside this file
+            return last, out  # the byte budget ran out inside this file
         if span.finished:
             last = RelayPosition(span.subdir, span.file, span.stop)
-    return last
+    return last, out
 
 
 @dataclass(frozen=True)
@@ -159,19 +179,27 @@ def plan_partitions(relay_dir: Path, start: RelayPosition, end: RelayPosition, *
     out: list[Segment] = []
     for span in spans(relay_dir, start, end):
         path = relay_dir / str(span.subdir) / span.file
-        seg_start = span.start
-        prev = span.start
-        for txn in transaction_ends(path, span.start, span.stop):
-            if txn.kind == DDL:
-                if prev > seg_start:
-                    out.append(Segment(*span.path_parts, seg_start, prev, DML))
-                out.append(Segment(*span.path_parts, prev, txn.end, DDL))
-                seg_start = prev = txn.end
-                continue
-            prev = txn.end
-            if prev - seg_start >= target_bytes:
+        out += _cut(span, span.start, transaction_ends(path, span.start, span.stop),
+                    target_bytes)
+    return out
+
+
+def _cut(span: Span, first: int, ends: list[TxnEnd], target_bytes: int) -> list[Segment]:
+    """Segments of ``span`` from ``first`` over these transactions: DDL alone, the rest in
+    runs of about ``target_bytes``."""
+    out: list[Segment] = []
+    seg_start = prev = first
+    for txn in ends:
+        if txn.kind == DDL:
+            if prev > seg_start:
                 out.append(Segment(*span.path_parts, seg_start, prev, DML))
-                seg_start = prev
-        if prev > seg_start:
+            out.append(Segment(*span.path_parts, prev, txn.end, DDL))
+            seg_start = prev = txn.end
+            continue
+        prev = txn.end
+        if prev - seg_start >= target_bytes:
             out.append(Segment(*span.path_parts, seg_start, prev, DML))
+            seg_start = prev
+    if prev > seg_start:
+        out.append(Segment(*span.path_parts, seg_start, prev, DML))
     return out

@@ -26,11 +26,10 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from binrelay.apply.applier import Downstream, apply_ddl, apply_plan_part
-from binrelay.apply.changes import ABSENT, Change, TableRef
+from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
     Checkpoint,
     CheckpointStore,
@@ -42,27 +41,26 @@ from binrelay.apply.checkpoint import (
     mark_in_flight,
     read_checkpoint,
 )
-from binrelay.apply.plan import (
-    DELETE,
-    INSERT,
-    PlanPart,
-    batch_ordered_tables,
-    fold_key,
-    ordered_task_id,
-    partition_of,
-    plan_batch,
-)
+from binrelay.apply.plan import PlanPart, ordered_task_id, plan_batch
 from binrelay.config import Config
 from binrelay.relay import consumers
-from binrelay.relay.layout import SubdirName, binlog_sort_key
+from binrelay.relay.layout import SubdirName
 from binrelay.relay.position import RelayPosition
 from binrelay.relay.watch import ChangeWaiter
-from binrelay.spark.changes import image_params
-from binrelay.spark.decode import decode_segment, iter_segment_changes
+from binrelay.spark.compact import (
+    Record,
+    compact_segment,
+    merge,
+    ordered_tables,
+    raw_records,
+    record_table,
+)
+from binrelay.spark.decode import decode_segment
 from binrelay.spark.planning import (
-    advance,
+    Segment,
     durable_end,
     earliest,
+    next_batch,
     plan_partitions,
 )
 
@@ -80,55 +78,6 @@ def _relay_position(pos: Position) -> RelayPosition:
 # --- what runs in Spark tasks (picklable, no driver state) ---------------------------------
 
 
-def segment_changes(relay_dir: str, segment: Any) -> Iterator[Change]:
-    """The apply changes of one relay partition, decoded straight from the file.
-
-    The same decoding as the ``relaylog`` source (``decode.iter_segment_changes``), without
-    the round trip through Arrow, the JVM and back that a DataFrame would cost the sync.
-    """
-    seq = SubdirName.parse(segment.subdir).seq
-    file_no = binlog_sort_key(segment.file)[1]
-    converters: dict[int, tuple[Any, Any]] = {}
-    last_where = None
-    row = 0
-    for change, _ts in iter_segment_changes(Path(relay_dir), segment):
-        table = change.table
-        cached = converters.get(id(table))
-        if cached is None or cached[0] is not table:
-            cached = (table, image_params(table), TableRef(table.schema, table.table),
-                      tuple(table.column_names), tuple(table.primary_key))
-            converters[id(table)] = cached
-        _t, convert, ref, columns, key = cached
-        where = change.where
-        if where is last_where:
-            row += 1
-        else:
-            last_where, row = where, 0
-        pos = where.pos if where is not None else 0
-        before, after = convert(change.before), convert(change.after)
-        op = change.op
-        if op == "update" and key and not any(v is ABSENT for v in after) and \
-                tuple(before[i] for i in key) != tuple(after[i] for i in key):
-            yield Change(ref, DELETE, columns, key, before, None, (seq, file_no, pos, row, 0))
-            yield Change(ref, INSERT, columns, key, None, after, (seq, file_no, pos, row, 1))
-            continue
-        yield Change(ref, op, columns, key, before, after, (seq, file_no, pos, row, 0))
-
-
-def route(change: Change, tasks: int, ordered: frozenset[TableRef] = frozenset()) -> int:
-    """The task that applies ``change``: by folded key (keys a lenient collation may take
-    for one meet in one task), or by table when the table is replayed in order."""
-    if not change.key or change.table in ordered:
-        return partition_of(change.table, (), tasks)
-    image = change.after if change.op == INSERT else change.before
-    assert image is not None
-    return partition_of(change.table, fold_key(tuple(image[i] for i in change.key)), tasks)
-
-
-def _ordered_here(items: Iterator[tuple[int, Change]]) -> Iterator[set[TableRef]]:
-    yield set(batch_ordered_tables(ch for _k, ch in items))
-
-
 @dataclass(frozen=True)
 class TaskContext:
     downstream: Downstream
@@ -140,30 +89,43 @@ class TaskContext:
     ordered: frozenset[TableRef] = frozenset()
 
 
-def apply_task(ctx: TaskContext, index: int, changes: Iterator[Change]
+def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
                ) -> Iterator[dict[str, int]]:
-    """One apply task: the net effect of its keys, in one downstream transaction each part."""
-    local = sorted(changes, key=lambda ch: ch.position)
-    ops: dict[str, int] = {}
-    for ch in local:
-        ops[ch.op] = ops.get(ch.op, 0) + 1
-    if not local:
-        yield ops
-        return
-    plan = plan_batch(local, ordered_tables=ctx.ordered)
-    ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
+    """One apply task: the net effect of its keys (and its ordered tables, whole), each part
+    in one downstream transaction."""
+    keyed, raw, ops = merge(records)
     parts = []
-    if plan.keyed:
-        parts.append(PlanPart(f"keyed-{index}-of-{ctx.tasks}", plan.keyed))
-    parts += [PlanPart(f"{ordered_task_id(t.table)}-{index}-of-{ctx.tasks}", ordered=t)
-              for t in plan.ordered]
-    conn = ctx.downstream.connect()
-    try:
-        for part in parts:
-            apply_plan_part(conn, part, ledger=ledger)
-    finally:
-        conn.close()
+    if keyed:
+        parts.append(PlanPart(f"keyed-{index}-of-{ctx.tasks}", tuple(keyed)))
+    if raw:
+        plan = plan_batch(raw, ordered_tables=ctx.ordered)
+        # A table replayed in order is whole in one task, so its id needs no task index:
+        # the ledger then knows it across a restart with another task count.
+        parts += [PlanPart(ordered_task_id(t.table), ordered=t) for t in plan.ordered]
+    if parts:
+        ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
+        conn = ctx.downstream.connect()
+        try:
+            for part in parts:
+                apply_plan_part(conn, part, ledger=ledger)
+        finally:
+            conn.close()
     yield ops
+
+
+def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
+                ) -> Iterator[dict[str, int]]:
+    """A small batch in one Spark task: compact, decide the ordered tables and apply, with
+    no shuffle and one job instead of two (what keeps streaming lag low)."""
+    segments = list(segments)
+    records = [rec for seg in segments for _t, rec in compact_segment(relay_dir, seg, 1)]
+    [(ordered, keyed)] = list(ordered_tables(records))
+    redo = {t: r for t, r in ordered.items() if t in keyed}
+    if redo:
+        records = [rec for rec in records if record_table(rec) not in redo]
+        records += [rec for seg in segments for _t, rec in raw_records(relay_dir, seg, 1, redo)]
+    yield from apply_task(TaskContext(ctx.downstream, ctx.pipeline, ctx.batch_id, ctx.store, 1,
+                                      frozenset(ordered)), 0, iter(records))
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -270,10 +232,12 @@ class SyncPipeline:
                     waiter.watch(self.relay_dir / str(end_limit.subdir))
                     waiter.wait(1.0)
                     continue
-                end = advance(self.relay_dir, start, end_limit,
-                              max_bytes=self.sync.batch_bytes,
-                              max_transactions=self.sync.batch_transactions or None)
-                self._batch(start, end, cp.batch_id + 1, relay_end=end_limit)
+                end, segments = next_batch(
+                    self.relay_dir, start, end_limit, max_bytes=self.sync.batch_bytes,
+                    max_transactions=self.sync.batch_transactions or None,
+                    target_bytes=self.sync.partition_bytes)
+                self._batch(start, end, cp.batch_id + 1, relay_end=end_limit,
+                            segments=segments)
         finally:
             if waiter is not None:
                 waiter.close()
@@ -281,10 +245,12 @@ class SyncPipeline:
         return self.stats
 
     def _batch(self, start: RelayPosition, end: RelayPosition, batch_id: int, *,
-               relay_end: RelayPosition | None = None, replayed: bool = False) -> None:
+               relay_end: RelayPosition | None = None, replayed: bool = False,
+               segments: list[Segment] | None = None) -> None:
         started = time.monotonic()
-        segments = plan_partitions(self.relay_dir, start, end,
-                                   target_bytes=self.sync.partition_bytes)
+        if segments is None:
+            segments = plan_partitions(self.relay_dir, start, end,
+                                       target_bytes=self.sync.partition_bytes)
         rows_by_op: dict[str, int] = {}
         ddl_before = self.stats.ddl
         conn = self.downstream.connect()
@@ -322,38 +288,59 @@ class SyncPipeline:
     def _dml(self, segments: list, batch_id: int) -> dict[str, int]:
         """Apply the batch's DML partitions (planned once, in ``_batch``) on Spark tasks.
 
-        The tasks decode the partitions themselves (no DataFrame: that would add Arrow ->
-        JVM -> Python conversions per row).
+        Read tasks decode and compact their partitions (``binrelay.spark.compact``); the
+        survivors are shuffled by key to the apply tasks.  No DataFrame: that would add Arrow
+        -> JVM -> Python conversions per row.
         """
         from pyspark import StorageLevel
 
         tasks = self.sync.tasks
         relay_dir = str(self.relay_dir)
         sc = self.spark.sparkContext
-        # Two steps: which tables this batch must replay in order (no key, partial images,
-        # keys a collation may fold together) is known only from all of its changes, and such
-        # a table must be whole in one task, never also upserted by another.
-        cached = (sc.parallelize(segments, max(1, len(segments)))
-                  .flatMap(lambda seg: ((route(ch, tasks), ch)
-                                        for ch in segment_changes(relay_dir, seg)))
-                  .partitionBy(tasks, lambda k: k).persist(StorageLevel.MEMORY_AND_DISK))
+        # Two steps: which tables this batch must replay in order is known only from all of
+        # its records, and such a table must be whole in one task, never also upserted by
+        # another.
+        if len(segments) == 1:
+            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1)
+            counts = sc.parallelize(segments, 1).mapPartitions(
+                lambda segs: apply_alone(ctx, relay_dir, segs)).collect()
+            return self._counted(counts)
+        source = sc.parallelize(segments, len(segments))
+        cached = (source.flatMap(lambda seg: compact_segment(relay_dir, seg, tasks))
+                  .partitionBy(tasks, _identity).persist(StorageLevel.MEMORY_AND_DISK))
         try:
-            ordered = frozenset().union(*cached.mapPartitions(_ordered_here).collect())
+            ordered: dict[TableRef, str] = {}
+            keyed: set[TableRef] = set()
+            for reasons, tables in cached.values().mapPartitions(ordered_tables).collect():
+                ordered.update(reasons)
+                keyed |= tables
             routed = cached
-            if ordered:
-                routed = cached.map(lambda kv: (route(kv[1], tasks, ordered), kv[1])) \
-                    .partitionBy(tasks, lambda k: k)
-            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks, ordered)
-            counts = routed.mapPartitionsWithIndex(
-                lambda i, items: apply_task(ctx, i, (ch for _k, ch in items))).collect()
+            redo = {t: r for t, r in ordered.items() if t in keyed}
+            if redo:
+                log.info("batch %d: replaying %s in relay order (%s)", batch_id,
+                         ", ".join(map(str, sorted(redo))), "; ".join(sorted(set(redo.values()))))
+                kept = cached.filter(lambda kv: record_table(kv[1]) not in redo)
+                again = source.flatMap(lambda seg: raw_records(relay_dir, seg, tasks, redo))
+                routed = kept.union(again).partitionBy(tasks, _identity)
+            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
+                              frozenset(ordered))
+            counts = routed.values().mapPartitionsWithIndex(
+                lambda i, items: apply_task(ctx, i, items)).collect()
         finally:
             cached.unpersist()
+        return self._counted(counts)
+
+    def _counted(self, counts: list[dict[str, int]]) -> dict[str, int]:
         rows_by_op: dict[str, int] = {}
         for part in counts:
             for op, n in part.items():
                 rows_by_op[op] = rows_by_op.get(op, 0) + n
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op
+
+
+def _identity(key: int) -> int:
+    return key
 
 
 def recover(config: Config) -> tuple[bool, SyncStats]:

@@ -1,0 +1,293 @@
+"""Map-side compaction for ``binrelay sync``: what a relay partition ships to apply tasks.
+
+A batch's changes mostly touch the same keys again and again (a sysbench batch of 226 k row
+changes lands on 40 k rows), and only the last operation per key matters to a keyed table
+(``binrelay.apply.plan``).  So each read task decodes its partition and keeps the last
+image per key before anything crosses the shuffle; the apply task then keeps, per key, the
+record with the latest position over all partitions.  Only survivors are converted to SQL
+parameters and pickled, as flat tuples (the table's shape is one shared object, which the
+pickler writes once per batch of records).
+
+Tables that must be replayed in order (no key, partial images, keys a collation may fold
+together: :func:`binrelay.apply.plan.ordered_reason`) travel as whole
+:class:`~binrelay.apply.changes.Change` objects, routed by table.  A reason that shows up
+only late in a partition (a partial image) or only across partitions (folded keys) is
+handled by decoding again with :func:`raw_records` for those tables: rare, and only slower.
+
+Record layouts (first element says which):
+
+* ``(KEYED, shape, key_values, position, row)``: ``row`` is the final image as parameters,
+  or ``None`` when the key ends up deleted; ``shape`` is ``(TableRef, columns, key)``.
+* ``(RAW, change, reason)``: a change of a table replayed in order, and why.
+* ``(STATS, rows_by_op, ())``: what the partition read (op -> row changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from binrelay.apply.changes import ABSENT, DELETE, INSERT, UPDATE, Change, TableRef
+from binrelay.apply.plan import (
+    FOLDED_KEYS,
+    NO_KEY,
+    PARTIAL_IMAGE,
+    Delete,
+    KeyedOp,
+    Upsert,
+    fold_key,
+    partition_of,
+)
+from binrelay.errors import ChangeError
+from binrelay.relay.layout import SubdirName, binlog_sort_key
+from binrelay.spark.changes import image_params, to_param
+from binrelay.spark.decode import iter_segment_changes
+
+KEYED, RAW, STATS = 0, 1, 2
+
+Shape = tuple[TableRef, tuple[str, ...], tuple[int, ...]]
+Record = tuple[Any, ...]
+
+
+@dataclass
+class _Table:
+    """One table's state while a partition is compacted."""
+
+    shape: Shape
+    columns: Any  # the table map's column definitions (for parameter conversion)
+    convert: Any
+    #: key values -> (position, image or None): the last operation on each key.
+    last: dict[tuple[Any, ...], tuple[tuple[int, ...], Any]] = field(default_factory=dict)
+    reason: str | None = None
+
+
+def _key_params(image: tuple[Any, ...], key: tuple[int, ...], columns: Any) -> tuple[Any, ...]:
+    values = tuple(image[i] for i in key)
+    for v in values:
+        if v is None or v is ABSENT or not isinstance(v, int | str | bytes):
+            return tuple(to_param(image[i], columns[i]) for i in key)
+    return values
+
+
+def _check_key(values: tuple[Any, ...], table: _Table, position: tuple[int, ...]) -> None:
+    if any(v is None or v is ABSENT for v in values):
+        raise ChangeError("a key column is NULL or missing from the row image",
+                          table=str(table.shape[0]), position=position)
+
+
+def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[int, Record]]:
+    """The partition's records, each with the apply task (of ``tasks``) it goes to."""
+    seq = SubdirName.parse(segment.subdir).seq
+    file_no = binlog_sort_key(segment.file)[1]
+    by_map: dict[int, tuple[Any, _Table]] = {}
+    by_ref: dict[TableRef, _Table] = {}
+    raw: list[Change] = []
+    ops = {INSERT: 0, UPDATE: 0, DELETE: 0}
+    last_where = None
+    row = 0
+    for change, _ts in iter_segment_changes(Path(relay_dir), segment):
+        tm = change.table
+        found = by_map.get(id(tm))
+        if found is None or found[0] is not tm:
+            found = (tm, _table_state(tm, by_ref))
+            by_map[id(tm)] = found
+        table = found[1]
+        op = change.op
+        ops[op] += 1
+        where = change.where
+        if where is last_where:
+            row += 1
+        else:
+            last_where, row = where, 0
+        position = (seq, file_no, where.pos if where is not None else 0, row)
+        if table.reason is not None:
+            if table.reason == NO_KEY:
+                convert = table.convert
+                raw.append(Change(table.shape[0], op, table.shape[1], (),
+                                  convert(change.before), convert(change.after),
+                                  (*position, 0)))
+            continue  # a late reason: re-read below
+        key = table.shape[2]
+        columns = table.columns
+        last = table.last
+        after = change.after
+        if after is not None and ABSENT in after:
+            table.reason = PARTIAL_IMAGE
+            continue
+        if op == INSERT:
+            k = _key_params(after, key, columns)
+            _check_key(k, table, position)
+            last[k] = (position, after)
+        elif op == DELETE:
+            k = _key_params(change.before, key, columns)
+            _check_key(k, table, position)
+            last[k] = (position, None)
+        else:
+            kb = _key_params(change.before, key, columns)
+            ka = _key_params(after, key, columns)
+            _check_key(kb, table, position)
+            _check_key(ka, table, position)
+            if ka != kb:
+                last[kb] = (position, None)
+            last[ka] = (position, after)
+
+    redo = set()
+    for table in by_ref.values():
+        if table.reason is None and _folds_together(table.last):
+            table.reason = FOLDED_KEYS
+        if table.reason is not None and table.reason != NO_KEY:
+            redo.add(table.shape[0])
+    if redo:
+        raw += [ch for ch in segment_changes(relay_dir, segment) if ch.table in redo]
+    for ch in raw:
+        yield partition_of(ch.table, (), tasks), (RAW, ch, by_ref[ch.table].reason)
+    for table in by_ref.values():
+        if table.reason is not None:
+            continue
+        ref, convert = table.shape[0], table.convert
+        shape = table.shape
+        for k, (position, image) in table.last.items():
+            target = partition_of(ref, fold_key(k), tasks)
+            yield target, (KEYED, shape, k, position, None if image is None else convert(image))
+    yield (seq + file_no + segment.start) % tasks, (STATS, ops, ())
+
+
+def _table_state(tm: Any, by_ref: dict[TableRef, _Table]) -> _Table:
+    ref = TableRef(tm.schema, tm.table)
+    shape: Shape = (ref, tuple(tm.column_names), tuple(tm.primary_key))
+    table = by_ref.get(ref)
+    if table is None:
+        table = _Table(shape, tm.columns, image_params(tm))
+        if not shape[2]:
+            table.reason = NO_KEY
+        by_ref[ref] = table
+    elif table.shape != shape:
+        # DDL is a barrier: one definition per table in a batch.
+        raise ChangeError("the table's columns or key change within one batch (a batch "
+                          "must not span a DDL)", table=str(ref))
+    return table
+
+
+def _folds_together(last: dict[tuple[Any, ...], Any]) -> bool:
+    # A key's columns have one type each, so one key tells whether any is text.
+    sample = next(iter(last), ())
+    if not any(isinstance(v, str) for v in sample):
+        return False
+    seen: set[tuple[Any, ...]] = set()
+    for k in last:
+        folded = fold_key(k)
+        if folded in seen:
+            return True
+        seen.add(folded)
+    return False
+
+
+def raw_records(relay_dir: str, segment: Any, tasks: int,
+                tables: dict[TableRef, str]) -> Iterator[tuple[int, Record]]:
+    """The second, rare pass: ``tables``' changes of the partition as whole changes."""
+    for ch in segment_changes(relay_dir, segment):
+        if ch.table in tables:
+            yield partition_of(ch.table, (), tasks), (RAW, ch, tables[ch.table])
+
+
+def segment_changes(relay_dir: str, segment: Any) -> Iterator[Change]:
+    """Every change of one relay partition as a :class:`Change` (for ordered replay).
+
+    An update that changes the key becomes a delete of the old key and an insert of the new
+    one (positions ``(..., 0)`` and ``(..., 1)``).
+    """
+    seq = SubdirName.parse(segment.subdir).seq
+    file_no = binlog_sort_key(segment.file)[1]
+    converters: dict[int, tuple[Any, Any, TableRef, tuple[str, ...], tuple[int, ...]]] = {}
+    last_where = None
+    row = 0
+    for change, _ts in iter_segment_changes(Path(relay_dir), segment):
+        table = change.table
+        cached = converters.get(id(table))
+        if cached is None or cached[0] is not table:
+            cached = (table, image_params(table), TableRef(table.schema, table.table),
+                      tuple(table.column_names), tuple(table.primary_key))
+            converters[id(table)] = cached
+        _t, convert, ref, columns, key = cached
+        where = change.where
+        if where is last_where:
+            row += 1
+        else:
+            last_where, row = where, 0
+        pos = where.pos if where is not None else 0
+        before, after = convert(change.before), convert(change.after)
+        op = change.op
+        if op == UPDATE and key and not any(v is ABSENT for v in after) and \
+                tuple(before[i] for i in key) != tuple(after[i] for i in key):
+            yield Change(ref, DELETE, columns, key, before, None, (seq, file_no, pos, row, 0))
+            yield Change(ref, INSERT, columns, key, None, after, (seq, file_no, pos, row, 1))
+            continue
+        yield Change(ref, op, columns, key, before, after, (seq, file_no, pos, row, 0))
+
+
+# --- the apply side --------------------------------------------------------------------------
+
+
+def record_table(record: Record) -> TableRef | None:
+    kind = record[0]
+    if kind == KEYED:
+        return record[1][0]
+    if kind == RAW:
+        return record[1].table
+    return None
+
+
+def ordered_tables(records: Iterable[Record]) -> Iterator[tuple[dict[TableRef, str],
+                                                                set[TableRef]]]:
+    """Of one apply task's records: the tables that must be replayed in order (with the
+    reason) and the tables that arrived compacted.  Keys that fold together always meet in
+    one task (they are routed by folded key), so the union over tasks is exact."""
+    reasons: dict[TableRef, str] = {}
+    keyed: set[TableRef] = set()
+    folded: dict[TableRef, dict[tuple[Any, ...], tuple[Any, ...]]] = {}
+    for record in records:
+        kind = record[0]
+        if kind == RAW:
+            reasons.setdefault(record[1].table, record[2])
+        elif kind == KEYED:
+            ref, k = record[1][0], record[2]
+            keyed.add(ref)
+            if any(isinstance(v, str) for v in k):
+                seen = folded.setdefault(ref, {})
+                other = seen.setdefault(fold_key(k), k)
+                if other != k:
+                    reasons.setdefault(ref, FOLDED_KEYS)
+    yield reasons, keyed
+
+
+def merge(records: Iterable[Record]) -> tuple[list[KeyedOp], list[Change], dict[str, int]]:
+    """One apply task's records: the keyed survivors over all partitions (latest position
+    per key; deletes before upserts at one position), the raw changes, and the op counts."""
+    best: dict[tuple[TableRef, tuple[Any, ...]], Record] = {}
+    raw: list[Change] = []
+    ops: dict[str, int] = {}
+    for record in records:
+        kind = record[0]
+        if kind == KEYED:
+            slot = (record[1][0], record[2])
+            seen = best.get(slot)
+            if seen is None or seen[3] < record[3]:
+                if seen is not None and seen[1] != record[1]:
+                    raise ChangeError("the table's columns or key change within one batch",
+                                      table=str(slot[0]), position=record[3])
+                best[slot] = record
+        elif kind == RAW:
+            raw.append(record[1])
+        else:
+            for op, n in record[1].items():
+                ops[op] = ops.get(op, 0) + n
+    keyed: list[KeyedOp] = []
+    for _kind, (ref, columns, key), k, position, row in best.values():
+        if row is None:
+            keyed.append(Delete(ref, tuple(columns[i] for i in key), k, position))
+        else:
+            keyed.append(Upsert(ref, columns, key, row, position))
+    keyed.sort(key=lambda op: (op.position, isinstance(op, Upsert)))
+    return keyed, raw, ops

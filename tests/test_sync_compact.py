@@ -1,0 +1,135 @@
+"""Map-side compaction for sync (binrelay.spark.compact): the pure merge, and the rare paths
+end to end (a table must be replayed in relay order although some partitions compacted it)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+
+import pytest
+
+from binrelay.apply.changes import Change, TableRef
+from binrelay.apply.plan import FOLDED_KEYS, NO_KEY, Delete, Upsert
+from binrelay.config import load_config
+from binrelay.errors import ChangeError
+from binrelay.spark.compact import KEYED, RAW, STATS, merge, ordered_tables
+from binrelay.spark.sync import BatchReport, SyncPipeline
+from relay_helpers import relay_until_caught_up, write_config
+from test_sync import checksums
+
+T = TableRef("db", "t")
+SHAPE = (T, ("id", "v"), (0,))
+
+
+def _keyed(key: tuple, pos: tuple, row: tuple | None) -> tuple:
+    return (KEYED, SHAPE, key, pos, row)
+
+
+def test_merge_keeps_the_latest_record_per_key_across_partitions() -> None:
+    records = [
+        _keyed((1,), (1, 1, 500, 0), (1, "late")),
+        _keyed((1,), (1, 1, 100, 0), (1, "early")),
+        _keyed((2,), (1, 1, 200, 0), None),
+        _keyed((3,), (1, 1, 300, 0), (3, "x")),
+        _keyed((2,), (1, 1, 150, 0), (2, "gone")),
+        (STATS, {"insert": 3, "update": 1, "delete": 1}, ()),
+        (STATS, {"insert": 1, "update": 0, "delete": 2}, ()),
+    ]
+    keyed, raw, ops = merge(records)
+    assert raw == []
+    assert ops == {"insert": 4, "update": 1, "delete": 3}
+    assert keyed == [
+        Delete(T, ("id",), (2,), (1, 1, 200, 0)),
+        Upsert(T, ("id", "v"), (0,), (3, "x"), (1, 1, 300, 0)),
+        Upsert(T, ("id", "v"), (0,), (1, "late"), (1, 1, 500, 0)),
+    ]
+
+
+def test_merge_refuses_two_shapes_of_one_table() -> None:
+    other = (T, ("id", "v", "w"), (0,))
+    with pytest.raises(ChangeError, match="columns or key change"):
+        merge([_keyed((1,), (1, 1, 1, 0), (1, "a")), (KEYED, other, (1,), (1, 1, 9, 0),
+                                                      (1, "a", 2))])
+
+
+def test_ordered_tables_sees_raw_tables_and_keys_that_fold_together() -> None:
+    ci = TableRef("db", "ci")
+    nokey = TableRef("db", "nk")
+    change = Change(nokey, "insert", ("a",), (), None, (1,), (1, 1, 5, 0, 0))
+    records = [
+        (RAW, change, NO_KEY),
+        (KEYED, (ci, ("k",), (0,)), ("abc",), (1, 1, 10, 0), None),
+        (KEYED, (ci, ("k",), (0,)), ("ABC",), (1, 1, 20, 0), ("ABC",)),
+        (KEYED, (ci, ("k",), (0,)), ("abc",), (1, 1, 30, 0), ("abc",)),  # same key again
+        _keyed((1,), (1, 1, 40, 0), (1, "v")),
+    ]
+    [(reasons, keyed)] = list(ordered_tables(records))
+    assert reasons == {nokey: NO_KEY, ci: FOLDED_KEYS}
+    assert keyed == {ci, T}
+
+
+@pytest.mark.parametrize("partition_bytes", [1 << 16, 64 << 20], ids=["partitions", "alone"])
+def test_tables_found_ordered_late_are_replayed_in_relay_order(
+        spark, mariadb_factory, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        partition_bytes: int) -> None:
+    """One batch of many small partitions in which: ``d.p`` gets full images first and
+    minimal images (binlog_row_image = MINIMAL) later; ``d.ci`` gets keys that differ only
+    by case in different partitions; ``d.nk`` has no key.  Each must be replayed in relay
+    order, whatever the partitions that compacted it first.  With one big partition the batch
+    runs as one task (``apply_alone``), which must decide the same way."""
+    upstream = mariadb_factory(server_id=1)
+    downstream = mariadb_factory(server_id=2)
+    relay_dir = tmp_path / "relay"
+    up = upstream.execute
+    up("FLUSH BINARY LOGS")  # the relay starts at this file: only the test's own changes
+    start = upstream.master_status()
+    up("CREATE DATABASE d")
+    up("CREATE TABLE d.p (id INT PRIMARY KEY, a INT, b VARCHAR(200))")
+    up("CREATE TABLE d.ci (k VARCHAR(20) COLLATE utf8mb4_general_ci PRIMARY KEY, v INT) "
+       "CHARSET utf8mb4")
+    up("CREATE TABLE d.nk (a INT, b INT)")
+    up("CREATE TABLE d.fill (id INT PRIMARY KEY, pad VARCHAR(1000))")
+
+    def fill(first: int) -> None:
+        # ~200 KB of other rows: the next changes land in another 64 KiB partition.
+        for i in range(first, first + 200):
+            up("INSERT INTO d.fill VALUES (%s, REPEAT('x', 1000))", (i,))
+
+    for i in range(1, 51):
+        up("INSERT INTO d.p VALUES (%s, %s, 'row')", (i, i))
+    up("INSERT INTO d.ci VALUES ('abc', 1)")
+    up("UPDATE d.p SET b = CONCAT(b, '-full')")
+    fill(0)
+    up("DELETE FROM d.ci WHERE k = 'abc'")
+    up("INSERT INTO d.ci VALUES ('ABC', 2)")
+    up("INSERT INTO d.nk VALUES (1, 1), (1, 1), (2, 2)")
+    up("DELETE FROM d.nk WHERE a = 1 LIMIT 1")
+    with contextlib.closing(upstream.connect()) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION binlog_row_image = 'MINIMAL'")
+        cur.execute("UPDATE d.p SET a = a + 100 WHERE id < 10")
+        cur.execute("DELETE FROM d.p WHERE id = 20")
+        conn.commit()
+    fill(1000)
+
+    config_path = write_config(
+        tmp_path / "binrelay.toml", upstream, relay_dir,
+        **{"relay-binlog-name": start[0]},
+        to={"host": downstream.host, "port": downstream.port, "user": "root", "password": ""},
+        sync={"master": "local[2]", "batch-bytes": 64 << 20, "tasks": 3,
+              "partition-bytes": partition_bytes})
+    relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
+    reports: list[BatchReport] = []
+    caplog.set_level(logging.INFO, logger="binrelay.spark.sync")
+    SyncPipeline(load_config(config_path), spark=spark,
+                 listeners=[reports.append]).run(until_caught_up=True)
+
+    assert checksums(downstream) == checksums(upstream)
+    dml = [r for r in reports if r.kind == "dml"]
+    assert len(dml) == 1 and dml[0].relay_bytes > 4 * (1 << 16)
+    assert dml[0].rows_by_op == {"insert": 50 + 200 + 2 + 3 + 200, "update": 50 + 9,
+                                 "delete": 1 + 1 + 1}
+    if partition_bytes == 1 << 16:
+        replayed = " ".join(r.getMessage() for r in caplog.records
+                            if "relay order" in r.getMessage())
+        assert "d.p" in replayed and "d.ci" in replayed
