@@ -178,7 +178,8 @@ def consumers(config_path: str, unregister: str | None) -> None:
 @click.option("--keep", is_flag=True, help="keep the sandbox datadirs and relay dir")
 @reports_errors
 def demo(seconds: float, keep: bool) -> None:
-    """Relay a sysbench workload from a sandbox MariaDB, crash and all, and verify it."""
+    """Relay a sysbench workload with DDL from a sandbox MariaDB (with a kill -9 of the
+    relay), apply it to a second sandbox server on Spark, and compare CHECKSUM TABLE."""
     from binrelay.demo import run_demo
 
     setup_logging("warn")
