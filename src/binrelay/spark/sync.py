@@ -146,7 +146,7 @@ class BatchReport:
 
     pipeline: str
     batch_id: int
-    kind: str  # "dml", "ddl" or "empty"
+    kind: str  # "dml", "ddl" or "empty" (no row change nor DDL: e.g. only GTID lists)
     start: RelayPosition
     end: RelayPosition
     #: The relay's durable end when the batch was planned (progress: how far to go).
@@ -269,7 +269,8 @@ class SyncPipeline:
         log.info("batch %d applied: %s -> %s", batch_id, start, end)
         report = BatchReport(
             pipeline=self.name, batch_id=batch_id,
-            kind="ddl" if self.stats.ddl > ddl_before else ("dml" if segments else "empty"),
+            kind="ddl" if self.stats.ddl > ddl_before else (
+                "dml" if any(rows_by_op.values()) else "empty"),
             start=start, end=end, relay_end=relay_end or end, rows_by_op=rows_by_op,
             ddl=self.stats.ddl - ddl_before,
             relay_bytes=sum(s.stop - s.start for s in segments),
