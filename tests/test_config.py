@@ -87,7 +87,7 @@ def test_minimal_config_takes_every_default():
 def test_schema_defaults_match_dataclass_defaults():
     config = parse({"relay-dir": "/r"})
     sections = {"": config, "from": config.from_, "purge": config.purge, "to": config.to,
-                "sync": config.sync}
+                "sync": config.sync, "metrics": config.metrics}
     for section, keys in SCHEMA.items():
         for key, spec in keys.items():
             if spec.required:
