@@ -262,6 +262,20 @@ def split_addr(text: str) -> tuple[str, int] | None:
     return (m[1] or m[2]), int(m[3])
 
 
+# Spark's own master URL forms; anything else fails deep inside Spark with a JVM stack trace.
+_SPARK_MASTER_RE = re.compile(
+    r"local(?:\[(?:\*|[1-9]\d*)(?:,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
+    r"|(?:spark|k8s|mesos)://\S+|yarn")
+
+
+@dataclass(frozen=True)
+class _SparkMaster:
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str) or not _SPARK_MASTER_RE.fullmatch(value):
+            raise _Invalid('a Spark master URL: "local[*]", "local[N]" or "spark://host:port"')
+        return value
+
+
 # <base>.<digits>, as MySQL and MariaDB name binlog files; a bare file name, never a path.
 _BINLOG_NAME_RE = re.compile(r"[^/\\\s]+\.[0-9]+")
 
@@ -441,7 +455,7 @@ SCHEMA: dict[str, dict[str, Field]] = {
         ),
     },
     "sync": {
-        "master": Field(_Str(nonempty=True), "local[*]",
+        "master": Field(_SparkMaster(), "local[*]",
                         "Spark master URL: `local[*]`, `local[N]` or `spark://host:port`."),
         "pipeline": Field(_Str(nonempty=True), "sync",
                           "Name of this pipeline: its checkpoint row and relay consumer name."),

@@ -71,18 +71,24 @@ class LogfmtFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        mask = self.secrets.mask
+
+        def value(v: Any) -> str:
+            # Masked before quoting: escaping could otherwise hide a secret from the mask.
+            return logfmt_value(v if v is None or isinstance(v, bool) else mask(str(v)))
+
         parts = [
             f"ts={ts}.{int(record.msecs):03d}Z",
             f"level={_LEVEL_NAMES.get(record.levelno, 'info')}",
             f"logger={record.name}",
-            f"msg={logfmt_value(record.getMessage())}",
+            f"msg={value(record.getMessage())}",
         ]
-        for key, value in vars(record).items():
+        for key, extra in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
-                parts.append(f"{key}={logfmt_value(value)}")
+                parts.append(f"{key}={value(extra)}")
         if record.exc_info:
-            parts.append(f"exc={logfmt_value(self.formatException(record.exc_info))}")
-        return self.secrets.mask(" ".join(parts))
+            parts.append(f"exc={value(self.formatException(record.exc_info))}")
+        return mask(" ".join(parts))
 
 
 def setup_logging(level: str, *, secrets: Iterable[str] = (),

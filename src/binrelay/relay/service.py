@@ -30,6 +30,7 @@ from binrelay.errors import (
     BinlogPurgedError,
     BinrelayError,
     ConfigError,
+    RelayDirError,
     UpstreamConfigError,
     UpstreamConnectionError,
     UpstreamError,
@@ -171,7 +172,12 @@ class RelayService:
     # --- main loop ---------------------------------------------------------------------------
 
     def run(self) -> None:
-        self.relay_dir.open()
+        try:
+            self.relay_dir.open()
+        except RelayDirError as exc:
+            # Most often relay-dir itself is wrong: say which key of which file to fix.
+            raise RelayDirError(f"{exc.message} (relay-dir in config {self.config.source_path})",
+                                hint=exc.hint) from exc
         try:
             self._recover(verify=True)
             self.purger = AutoPurger(self.relay_dir.root, self.config.purge,
