@@ -194,8 +194,10 @@ class RelayService:
                 if thread is not None and thread.ident is not None:
                     thread.join()
             self.state = STOPPED
-            # The last word on the process: stopped, and why if it failed.
-            self.monitor.tick()
+            # The last word on the process: stopped, and why if it failed.  Not when the
+            # relay refused to start (recovery found damage): that writes nothing at all.
+            if self.monitor.ident is not None:
+                self.monitor.tick()
 
     def _loop(self) -> None:
         attempt = 0
