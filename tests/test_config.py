@@ -9,6 +9,7 @@ from binrelay.config import (
     SCHEMA,
     Config,
     FromConfig,
+    MetricsConfig,
     PurgeConfig,
     load_config,
     parse_config,
@@ -87,7 +88,7 @@ def test_minimal_config_takes_every_default():
 def test_schema_defaults_match_dataclass_defaults():
     config = parse({"relay-dir": "/r"})
     sections = {"": config, "from": config.from_, "purge": config.purge, "to": config.to,
-                "sync": config.sync}
+                "sync": config.sync, "metrics": config.metrics}
     for section, keys in SCHEMA.items():
         for key, spec in keys.items():
             if spec.required:
@@ -530,3 +531,70 @@ def test_every_schema_key_has_a_meaning():
     for keys in SCHEMA.values():
         for key, spec in keys.items():
             assert spec.doc.strip(), key
+
+
+# --------------------------------------------------------------------------- [metrics], [sync]
+
+
+@pytest.mark.parametrize("addr", ["127.0.0.1:0", "127.0.0.1:9150", "localhost:65535",
+                                  "[::1]:9150", ""])
+def test_metrics_addresses(addr):
+    config = parse(with_dir(metrics={"relay-addr": addr, "sync-addr": addr}))
+    assert config.metrics.relay_addr == addr and config.metrics.sync_addr == addr
+
+
+def test_metrics_default_off():
+    assert parse(with_dir()).metrics == MetricsConfig(relay_addr="", sync_addr="")
+
+
+@pytest.mark.parametrize("key", ["relay-addr", "sync-addr"])
+@pytest.mark.parametrize("addr", ["9150", "127.0.0.1", "127.0.0.1:99999", ":9150",
+                                  "::1:9150", "http://127.0.0.1:9150"])
+def test_bad_metrics_address_names_key_and_file(tmp_path, key, addr):
+    path = write(tmp_path, f'relay-dir = "/r"\n[metrics]\n{key} = "{addr}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.message.startswith(f"config {path}: [metrics] {key}: expected a ")
+    assert "\n" not in str(info.value)
+
+
+def test_metrics_address_must_be_a_string(tmp_path):
+    path = write(tmp_path, 'relay-dir = "/r"\n[metrics]\nrelay-addr = 9150\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.message == (
+        f'config {path}: [metrics] relay-addr: expected a "host:port" address like '
+        '"127.0.0.1:9150", or "" for off, got 9150')
+
+
+def test_unknown_metrics_key_names_file(tmp_path):
+    path = write(tmp_path, 'relay-dir = "/r"\n[metrics]\nrelay_addr = "127.0.0.1:1"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.message == (
+        f'config {path}: [metrics] unknown key "relay_addr" (did you mean "relay-addr"?)')
+
+
+@pytest.mark.parametrize("master", ["local", "local[*]", "local[2]", "local[2,3]",
+                                    "local-cluster[2,1,1024]", "spark://127.0.0.1:7077",
+                                    "k8s://https://h:6443", "yarn"])
+def test_spark_masters(master):
+    assert parse(with_dir(sync={"master": master})).sync.master == master
+
+
+@pytest.mark.parametrize("master", ["", "local[0]", "locale", "127.0.0.1:7077", "spark:/h"])
+def test_bad_spark_master_names_key_and_file(tmp_path, master):
+    path = write(tmp_path, f'relay-dir = "/r"\n[sync]\nmaster = "{master}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.message.startswith(
+        f'config {path}: [sync] master: expected a Spark master URL')
+
+
+@pytest.mark.parametrize("section,key", [("to", "port"), ("sync", "tasks"),
+                                         ("purge", "interval"), ("metrics", "sync-addr")])
+def test_every_section_names_file_and_key(tmp_path, section, key):
+    path = write(tmp_path, f'relay-dir = "/r"\n[{section}]\n{key} = true\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.message.startswith(f"config {path}: [{section}] {key}: expected ")

@@ -29,6 +29,7 @@ __all__ = [
     "Config",
     "Field",
     "FromConfig",
+    "MetricsConfig",
     "PurgeConfig",
     "load_config",
     "parse_config",
@@ -85,6 +86,14 @@ class SyncConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """``[metrics]``: where the relay and the sync serve Prometheus metrics ("" = off)."""
+
+    relay_addr: str = ""
+    sync_addr: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole file; key names in snake_case, ``[from]`` as ``from_``."""
 
@@ -101,6 +110,7 @@ class Config:
     purge: PurgeConfig = field(default_factory=PurgeConfig)
     to: ToConfig = field(default_factory=ToConfig)
     sync: SyncConfig = field(default_factory=SyncConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     #: The file the values came from.  ``load_config`` stores it absolute so that
     #: :meth:`resolve_relay_dir` does not depend on the current directory at call time.
     source_path: str = ""
@@ -228,6 +238,41 @@ class _Choice:
             if isinstance(value, str) and value.strip().lower() in self.choices:
                 hint = "the values are lower case"
             raise _Invalid("one of " + ", ".join(f'"{c}"' for c in self.choices), hint)
+        return value
+
+
+@dataclass(frozen=True)
+class _Addr:
+    """``"host:port"`` (``"[v6]:port"`` for IPv6), port 0 = any free port; "" = off."""
+
+    def __call__(self, value: Any) -> str:
+        expected = 'a "host:port" address like "127.0.0.1:9150", or "" for off'
+        if not isinstance(value, str):
+            raise _Invalid(expected)
+        if value and split_addr(value) is None:
+            raise _Invalid(expected, "port 0 picks a free port; write IPv6 as \"[::1]:9150\"")
+        return value
+
+
+def split_addr(text: str) -> tuple[str, int] | None:
+    """``"host:port"`` as (host, port), or None when it is not one."""
+    m = re.fullmatch(r"(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9_.-]+)):(\d{1,5})", text)
+    if m is None or int(m[3]) > 65535:
+        return None
+    return (m[1] or m[2]), int(m[3])
+
+
+# Spark's own master URL forms; anything else fails deep inside Spark with a JVM stack trace.
+_SPARK_MASTER_RE = re.compile(
+    r"local(?:\[(?:\*|[1-9]\d*)(?:,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
+    r"|(?:spark|k8s|mesos)://\S+|yarn")
+
+
+@dataclass(frozen=True)
+class _SparkMaster:
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str) or not _SPARK_MASTER_RE.fullmatch(value):
+            raise _Invalid('a Spark master URL: "local[*]", "local[N]" or "spark://host:port"')
         return value
 
 
@@ -410,7 +455,7 @@ SCHEMA: dict[str, dict[str, Field]] = {
         ),
     },
     "sync": {
-        "master": Field(_Str(nonempty=True), "local[*]",
+        "master": Field(_SparkMaster(), "local[*]",
                         "Spark master URL: `local[*]`, `local[N]` or `spark://host:port`."),
         "pipeline": Field(_Str(nonempty=True), "sync",
                           "Name of this pipeline: its checkpoint row and relay consumer name."),
@@ -427,6 +472,18 @@ SCHEMA: dict[str, dict[str, Field]] = {
                                  "Relay bytes one read partition (Spark task) decodes.",
                                  unit="bytes", default_doc="16777216"),
     },
+    "metrics": {
+        "relay-addr": Field(
+            _Addr(), "",
+            "Address (`host:port`) where `binrelay relay` serves Prometheus metrics at "
+            "`/metrics`; port 0 picks a free port; empty means no metrics server.",
+        ),
+        "sync-addr": Field(
+            _Addr(), "",
+            "Address (`host:port`) where `binrelay sync` and `binrelay recover` serve "
+            "Prometheus metrics; port 0 picks a free port; empty means no metrics server.",
+        ),
+    },
 }
 
 #: section -> (attribute of Config, dataclass holding that section's values).
@@ -435,6 +492,7 @@ _SECTIONS: dict[str, tuple[str, type]] = {
     "purge": ("purge", PurgeConfig),
     "to": ("to", ToConfig),
     "sync": ("sync", SyncConfig),
+    "metrics": ("metrics", MetricsConfig),
 }
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any
 
 import click
@@ -14,19 +16,9 @@ import click
 from binrelay import __version__
 from binrelay.config import Config, load_config
 from binrelay.errors import BinrelayError
+from binrelay.logfmt import setup_logging
 
 log = logging.getLogger("binrelay")
-
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-           "error": logging.ERROR}
-
-
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=_LEVELS.get(level, logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -45,8 +37,58 @@ def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _load(path: str) -> Config:
     config = load_config(path)
-    setup_logging(config.log_level)
+    setup_logging(config.log_level, secrets=(config.from_.password, config.to.password))
     return config
+
+
+def _sync_lag(relay_dir: Path) -> Callable[[Any], int]:
+    """Relay bytes after a batch's end, up to the relay's end now (for metrics and bars)."""
+    from binrelay.relay.lag import relay_bytes_between
+    from binrelay.relay.layout import read_index, read_meta
+    from binrelay.relay.position import RelayPosition
+
+    def lag(report: Any) -> int:
+        end = report.relay_end
+        index = read_index(relay_dir)
+        meta = read_meta(relay_dir / str(index[-1])) if index else None
+        if index and meta is not None:
+            now = RelayPosition(index[-1], meta.binlog_name, meta.binlog_pos)
+            end = max(end, now, key=lambda p: p.sort_key)
+        return relay_bytes_between(relay_dir, report.end, end)
+
+    return lag
+
+
+def _sync_listeners(config: Config, *, bar: str | None) -> tuple[list[Any], list[Any]]:
+    """The listeners of a SyncPipeline (metrics, a progress bar) and what to close after."""
+    from prometheus_client import CollectorRegistry
+
+    from binrelay.cli.bars import SyncCatchUpBar, wanted
+    from binrelay.metrics import SyncMetrics, serve_metrics
+
+    lag = _sync_lag(config.resolve_relay_dir())
+    listeners: list[Any] = []
+    closing: list[Any] = []
+    registry = CollectorRegistry()
+    server = serve_metrics(config, "sync-addr", registry)
+    if server is not None:
+        listeners.append(SyncMetrics(registry, lag_bytes=lag))
+        closing.append(server)
+        log.info("serving metrics", extra={"addr": server.addr, "path": "/metrics"})
+    if bar is not None and wanted():
+        progress = SyncCatchUpBar(lag, desc=bar)
+        listeners.append(progress)
+        closing.append(progress)
+    return listeners, closing
+
+
+def _log_batch(report: Any) -> None:
+    # sync.py logs each batch at info already; this adds the figures, for debugging.
+    log.debug("batch figures", extra={
+        "pipeline": report.pipeline, "batch": report.batch_id, "kind": report.kind,
+        "start": str(report.start), "end": str(report.end), "rows": report.changes,
+        "ddl": report.ddl, "bytes": report.relay_bytes, "seconds": round(report.seconds, 3),
+        "replayed": report.replayed})
 
 
 @click.group()
@@ -61,18 +103,39 @@ def main() -> None:
 @reports_errors
 def relay(config_path: str) -> None:
     """Mirror the upstream's binlog into the relay dir until SIGTERM/SIGINT."""
+    from prometheus_client import CollectorRegistry
+
+    from binrelay.cli.bars import RelayCatchUpBar, wanted
+    from binrelay.metrics import RelayCollector, serve_metrics
     from binrelay.relay.service import RelayService
 
     config = _load(config_path)
-    service = RelayService(config)
+    show_bar = wanted()
+    holder: dict[str, Any] = {}
+    bar = RelayCatchUpBar(lambda: holder["service"].figures().bytes) if show_bar else None
+    registry = CollectorRegistry()
+    service = RelayService(config, probe=bool(config.metrics.relay_addr) or show_bar,
+                           on_status=bar)
+    holder["service"] = service
+    registry.register(RelayCollector(service.figures))
+    server = serve_metrics(config, "relay-addr", registry)
+    if server is not None:
+        service.metrics_addr = server.addr
+        log.info("serving metrics", extra={"addr": server.addr, "path": "/metrics"})
 
     def stop(signum: int, _frame: object) -> None:
-        log.info("signal %d received: stopping", signum)
+        log.info("signal received: stopping", extra={"signal": signum})
         service.request_stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    service.run()
+    try:
+        service.run()
+    finally:
+        if bar is not None:
+            bar.close()
+        if server is not None:
+            server.close()
 
 
 @main.command()
@@ -89,13 +152,20 @@ def sync(config_path: str, until_caught_up: bool) -> None:
     stopping = {"now": False}
 
     def stop(signum: int, _frame: object) -> None:
-        log.info("signal %d received: stopping after the current batch", signum)
+        log.info("signal received: stopping after the current batch", extra={"signal": signum})
         stopping["now"] = True
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    pipeline = SyncPipeline(config, should_stop=lambda: stopping["now"])
-    stats = pipeline.run(until_caught_up=until_caught_up)
+    listeners, closing = _sync_listeners(
+        config, bar="sync catch-up" if until_caught_up else None)
+    pipeline = SyncPipeline(config, should_stop=lambda: stopping["now"],
+                            listeners=[_log_batch, *listeners])
+    try:
+        stats = pipeline.run(until_caught_up=until_caught_up)
+    finally:
+        for thing in closing:
+            thing.close()
     click.echo(f"applied {stats.batches} batch(es): {stats.changes} row change(s), "
                f"{stats.ddl} DDL statement(s) in {stats.seconds:.1f} s")
 
@@ -106,15 +176,40 @@ def sync(config_path: str, until_caught_up: bool) -> None:
 @reports_errors
 def recover(config_path: str) -> None:
     """Bring the downstream back to a consistent state from the relay log (no upstream)."""
-    from binrelay.spark.sync import recover as run_recover
+    from binrelay.spark.sync import SyncPipeline
 
     config = _load(config_path)
-    needed, stats = run_recover(config)
+    listeners, closing = _sync_listeners(config, bar="recover")
+    # What spark.sync.recover does, with listeners (metrics, progress bar) attached.
+    pipeline = SyncPipeline(config, listeners=[_log_batch, *listeners])
+    try:
+        needed = not pipeline.checkpoint().consistent
+        stats = pipeline.run(until_caught_up=True) if needed else pipeline.stats
+    finally:
+        for thing in closing:
+            thing.close()
     if not needed:
         click.echo("checkpoint is consistent: nothing to recover")
         return
     click.echo(f"recovered: applied {stats.batches} batch(es), {stats.changes} row change(s), "
                f"{stats.ddl} DDL statement(s); checkpoint consistent")
+
+
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="TOML configuration file")
+@click.option("--json", "as_json", is_flag=True, help="one JSON document (stable field names)")
+@reports_errors
+def status(config_path: str, as_json: bool) -> None:
+    """Where the relay and the pipeline are: persisted positions and live figures, labelled."""
+    from binrelay.status import gather, render, to_dict
+
+    config = _load(config_path)
+    report = gather(config)
+    if as_json:
+        click.echo(json.dumps(to_dict(report), indent=2, sort_keys=True))
+    else:
+        click.echo(render(report))
 
 
 @main.command("purge-relay")

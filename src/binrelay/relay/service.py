@@ -15,6 +15,7 @@ file/position, which needs no GTID skipping and keeps files byte-identical.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -29,12 +30,16 @@ from binrelay.errors import (
     BinlogPurgedError,
     BinrelayError,
     ConfigError,
+    RelayDirError,
     UpstreamConfigError,
     UpstreamConnectionError,
     UpstreamError,
 )
 from binrelay.gtid import MariaGtidSet, MysqlGtidSet, parse_gtid_set
+from binrelay.metrics import RelayFigures
 from binrelay.relay.layout import RelayMeta, binlog_sort_key
+from binrelay.relay.livestatus import CONNECTING, RECONNECTING, RELAYING, STOPPED, RelayLiveStatus
+from binrelay.relay.monitor import RelayMonitor
 from binrelay.relay.purge import purge_auto
 from binrelay.relay.recovery import recover_subdir
 from binrelay.relay.relaydir import RelayDir
@@ -104,9 +109,15 @@ class AutoPurger(threading.Thread):
 
 
 class RelayService:
-    """Runs in the caller's thread until ``request_stop`` (e.g. from a signal handler)."""
+    """Runs in the caller's thread until ``request_stop`` (e.g. from a signal handler).
 
-    def __init__(self, config: Config, *, backoff: Backoff | None = None) -> None:
+    ``probe``: ask the upstream for its position every second (for lag while busy; see
+    ``monitor``); ``on_status`` gets every ``relay.status`` written (progress bars).
+    """
+
+    def __init__(self, config: Config, *, backoff: Backoff | None = None,
+                 probe: bool = False,
+                 on_status: Callable[[RelayLiveStatus], None] | None = None) -> None:
         self.config = config
         self.endpoint = Endpoint(config.from_.host, config.from_.port, config.from_.user,
                                  config.from_.password)
@@ -116,6 +127,18 @@ class RelayService:
         self.writer: RelayWriter | None = None
         self.reconnects = 0
         self._connected_once = False
+        # Live state for relay.status and metrics (read from other threads: plain values).
+        self.pid = os.getpid()
+        self.started_at = time.time()
+        self.state = CONNECTING
+        self.last_error = ""
+        self.last_error_at: float | None = None
+        self.metrics_addr = ""
+        self.connected_identity = ""
+        self._closed_counts = (0, 0, 0)
+        self._counts_lock = threading.Lock()
+        self.purger: AutoPurger | None = None
+        self.monitor = RelayMonitor(self, probe=probe, on_tick=on_status)
 
     def request_stop(self) -> None:
         self._stop = True
@@ -123,18 +146,58 @@ class RelayService:
     def stopping(self) -> bool:
         return self._stop
 
+    def _error(self, exc: BaseException) -> None:
+        self.last_error = str(exc)
+        self.last_error_at = time.time()
+
+    def figures(self) -> RelayFigures:
+        """Counters since the process started (every session's writer) and the last lag."""
+        with self._counts_lock:
+            events, nbytes, fsyncs = self._closed_counts
+            writer = self.writer
+            if writer is not None:
+                events += writer.events_written
+                nbytes += writer.bytes_written
+                fsyncs += writer.fsyncs
+        latest = self.monitor.latest
+        purger = self.purger
+        return RelayFigures(
+            events=events, bytes=nbytes, fsyncs=fsyncs, reconnects=self.reconnects,
+            purge_runs=purger.runs if purger else 0,
+            purge_freed_bytes=purger.bytes_freed if purger else 0,
+            lag_bytes=latest.bytes_behind if latest else None,
+            lag_seconds=latest.seconds_behind if latest else None,
+            upstream_up=self.monitor.upstream_up)
+
     # --- main loop ---------------------------------------------------------------------------
 
     def run(self) -> None:
-        self.relay_dir.open()
-        self._recover(verify=True)
-        purger = AutoPurger(self.relay_dir.root, self.config.purge, stopping=self.stopping)
-        purger.start()
         try:
+            self.relay_dir.open()
+        except RelayDirError as exc:
+            # Most often relay-dir itself is wrong: say which key of which file to fix.
+            raise RelayDirError(f"{exc.message} (relay-dir in config {self.config.source_path})",
+                                hint=exc.hint) from exc
+        try:
+            self._recover(verify=True)
+            self.purger = AutoPurger(self.relay_dir.root, self.config.purge,
+                                     stopping=self.stopping)
+            self.purger.start()
+            self.monitor.start()
             self._loop()
+        except BinrelayError as exc:
+            self._error(exc)
+            raise
         finally:
             self._stop = True
-            purger.join()
+            for thread in (self.purger, self.monitor):
+                if thread is not None and thread.ident is not None:
+                    thread.join()
+            self.state = STOPPED
+            # The last word on the process: stopped, and why if it failed.  Not when the
+            # relay refused to start (recovery found damage): that writes nothing at all.
+            if self.monitor.ident is not None:
+                self.monitor.tick()
 
     def _loop(self) -> None:
         attempt = 0
@@ -149,6 +212,8 @@ class RelayService:
                     raise
                 attempt += 1
                 self.reconnects += 1
+                self.state = RECONNECTING
+                self._error(exc)
                 delay = self.backoff.delay(attempt)
                 log.warning("upstream connection lost (%s); reconnecting in %.1f s", exc, delay)
                 self._sleep(delay)
@@ -190,7 +255,17 @@ class RelayService:
             subdir, meta = self._choose_start(session, info, server_id)
             writer = RelayWriter(self.relay_dir.path(subdir), meta, flavor=info.flavor,
                                  sync_interval=self.config.relay_sync_interval)
-            self.writer = writer
+            with self._counts_lock:
+                # The writer of the last session stays readable until now, so that counters
+                # and positions never step back between sessions.
+                old = self.writer
+                if old is not None:
+                    events, nbytes, fsyncs = self._closed_counts
+                    self._closed_counts = (events + old.events_written,
+                                           nbytes + old.bytes_written, fsyncs + old.fsyncs)
+                self.writer = writer
+            self.connected_identity = info.identity
+            self.state = RELAYING
             log.info("relaying %s from %s:%d into %s", self.endpoint, meta.binlog_name,
                      meta.binlog_pos, subdir)
             stream = session.dump_by_position(
@@ -208,6 +283,7 @@ class RelayService:
                     writer.close()
                 except BinrelayError as exc:
                     log.error("could not persist the relay position on close: %s", exc)
+
         finally:
             session.close()
         return got_events

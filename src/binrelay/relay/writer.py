@@ -83,6 +83,9 @@ class RelayWriter:
         self.fsyncs = 0
         #: Last position the upstream reported in a heartbeat: (file, end position).
         self.upstream_pos: tuple[str, int] | None = None
+        #: Header timestamp of the last event handled one by one (transaction ends are):
+        #: how old the newest relayed data is, for seconds-behind.
+        self.last_event_ts = 0
         self._open_existing(meta.binlog_pos)
 
     # --- files -------------------------------------------------------------------------------
@@ -274,6 +277,7 @@ class RelayWriter:
             return
         self._append(event)
         self.events_written += 1
+        self.last_event_ts = _ts
         if self.progress.feed(event, self.offset, self._checksum_len) and \
                 time.monotonic() - self._last_sync >= self.sync_interval:
             self.sync()
