@@ -99,10 +99,11 @@ IDLE_WAIT = True
 RUN_TIMEOUT = 3600.0
 _APPLIED = re.compile(r"applied (\d+) batch\(es\): (\d+) row change\(s\), (\d+) DDL"
                       r" statement\(s\) in ([\d.]+) s")
-#: ``2026-11-22 09:32:01,070 INFO binrelay.spark.sync: batch 1 applied: <file>:15316959 (0-1.000001)
-#: -> <file>:19511096 (0-1.000001)``: when, and the start and end offsets.
-_BATCH_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO binrelay\.spark\.sync:"
-                         r" batch \d+ applied: \S*?:(\d+) \(\S+\) -> \S*?:(\d+) \(",
+#: ``ts=2026-11-22T09:32:01.070Z level=info logger=binrelay.spark.sync msg="batch applied"
+#: ... start=0-1.000001/mysql-bin.000001:15316959 end=0-1.000001/mysql-bin.000001:19511096``:
+#: when (UTC), and the start and end offsets.
+_BATCH_LINE = re.compile(r"^ts=(\S+)Z level=info logger=binrelay\.spark\.sync"
+                         r' msg="batch applied" .*? start=\S*?:(\d+) end=\S*?:(\d+) ',
                          re.MULTILINE)
 _VERBOSE = re.compile(rb"^### (INSERT INTO|UPDATE|DELETE FROM) |^#\d{6} .*\tGTID ",
                       re.MULTILINE)
@@ -395,9 +396,10 @@ class BatchLine:
 
 
 def batch_lines(text: str) -> list[BatchLine]:
-    """The ``batch N applied`` lines of a ``binrelay sync`` log (asctime is local time)."""
-    return [BatchLine(dt.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp(),
-                      int(m[2]), int(m[3])) for m in _BATCH_LINE.finditer(text)]
+    """The ``batch applied`` lines of a ``binrelay sync`` log."""
+    return [BatchLine(dt.datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S.%f")
+                      .replace(tzinfo=dt.UTC).timestamp(), int(m[2]), int(m[3]))
+            for m in _BATCH_LINE.finditer(text)]
 
 
 def run_sync(workdir: Path, upstream: MariaDBServer, relay_dir: Path, dump: Path,
@@ -575,7 +577,7 @@ metadata, CRC32). `mariadb-binlog -v` lists **{rows:,} row changes** there
 - For scale: issue 5 quotes the native replica at 13.5–16 k rows/s (846 k row changes in
   53–63 s); the serial replica here: {replica_rates} (its relay log fetched before the
   timing started). The goal is judged against the replicas of this run, not that figure.
-- Where binrelay's time goes (from its `batch N applied` log lines):
+- Where binrelay's time goes (from its `batch applied` log lines):
 {chr(10).join(timelines) or "  - (no batch lines)"}
 {"".join(f"- Note: {n}{chr(10)}" for n in notes)}"""
 

@@ -364,7 +364,7 @@ goal: binrelay's p99 ≤ {GOAL:.0f} s under a running 2-thread sysbench
   polled every 50 ms from the moment sysbench and the probe had stopped), and at the end
   `CHECKSUM TABLE` of the {TABLES} sbtest tables and `bench.hb` was equal on all three
   servers.
-- binrelay's batches during each phase (from its `batch N applied` log lines):
+- binrelay's batches during each phase (from its `batch applied` log lines):
 {chr(10).join(batch_notes) or "  - (none)"}
 {"".join(f"- Note: {n}{chr(10)}" for n in notes)}"""
 

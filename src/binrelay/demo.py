@@ -163,29 +163,16 @@ def _workload(server: MariaDBServer, seconds: float, kill_relay: Callable[[], No
 
 
 def _show_status(config: Any, echo: Callable[[str], None]) -> None:
-    # ---- STATUS -------------------------------------------------------------------------
-    # `binrelay status --config <config>` output belongs here once that command exists
-    # (being written separately).  Until then: the two facts it is built from, the relay
-    # consumers registered in the relay dir and the downstream checkpoint row.
-    # --------------------------------------------------------------------------------------
-    from binrelay.apply.applier import Downstream
-    from binrelay.apply.checkpoint import CheckpointStore, read_checkpoint
-    from binrelay.relay.consumers import list_consumers
+    """What ``binrelay status --config <config>`` prints, and the checkpoint must be
+    consistent after the sync."""
+    from binrelay.status import gather, render
 
-    for consumer in list_consumers(config.resolve_relay_dir()):
-        echo(f"      {consumer.describe()}")
-    to = config.to
-    conn = Downstream(to.host, to.port, to.user, to.password).connect()
-    try:
-        cp = read_checkpoint(conn, config.sync.pipeline,
-                             CheckpointStore(schema=config.sync.checkpoint_schema))
-    finally:
-        conn.close()
-    if cp is None:
+    status = gather(config)
+    for line in render(status).splitlines():
+        echo(f"      {line}")
+    cp = status.pipeline.checkpoint
+    if cp.position is None:
         raise DemoFailed("the downstream has no checkpoint after the sync")
-    echo(f"      checkpoint {config.sync.checkpoint_schema}.checkpoint: pipeline "
-         f"{cp.pipeline!r} at {cp.position}, consistent = {int(cp.consistent)}, "
-         f"batch {cp.batch_id}")
     if not cp.consistent:
         raise DemoFailed("the checkpoint is not consistent after the sync")
 

@@ -82,15 +82,6 @@ def _sync_listeners(config: Config, *, bar: str | None) -> tuple[list[Any], list
     return listeners, closing
 
 
-def _log_batch(report: Any) -> None:
-    # sync.py logs each batch at info already; this adds the figures, for debugging.
-    log.debug("batch figures", extra={
-        "pipeline": report.pipeline, "batch": report.batch_id, "kind": report.kind,
-        "start": str(report.start), "end": str(report.end), "rows": report.changes,
-        "ddl": report.ddl, "bytes": report.relay_bytes, "seconds": round(report.seconds, 3),
-        "replayed": report.replayed})
-
-
 @click.group()
 @click.version_option(__version__, prog_name="binrelay")
 def main() -> None:
@@ -160,7 +151,7 @@ def sync(config_path: str, until_caught_up: bool) -> None:
     listeners, closing = _sync_listeners(
         config, bar="sync catch-up" if until_caught_up else None)
     pipeline = SyncPipeline(config, should_stop=lambda: stopping["now"],
-                            listeners=[_log_batch, *listeners])
+                            listeners=listeners)
     try:
         stats = pipeline.run(until_caught_up=until_caught_up)
     finally:
@@ -181,7 +172,7 @@ def recover(config_path: str) -> None:
     config = _load(config_path)
     listeners, closing = _sync_listeners(config, bar="recover")
     # What spark.sync.recover does, with listeners (metrics, progress bar) attached.
-    pipeline = SyncPipeline(config, listeners=[_log_batch, *listeners])
+    pipeline = SyncPipeline(config, listeners=listeners)
     try:
         needed = not pipeline.checkpoint().consistent
         stats = pipeline.run(until_caught_up=True) if needed else pipeline.stats

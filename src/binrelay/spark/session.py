@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 LOOPBACK = "127.0.0.1"
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def spark_env() -> None:
@@ -38,6 +39,12 @@ def build_session(master: str = "local[*]", *, app_name: str = "binrelay",
                .config("spark.sql.shuffle.partitions", "8")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.python.worker.reuse", "true")
+               # Spark draws its stage bars on stderr even when it is not a terminal.
+               .config("spark.ui.showConsoleProgress", "false")
+               # The driver JVM only moves pickled bytes here (Python does the work):
+               # C1-only JIT and the serial collector start it ~1.4 s sooner (measured on
+               # 2 cores: 5.5 vs 6.9 s) at no cost the sync can see.
+               .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
                .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)

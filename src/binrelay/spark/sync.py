@@ -71,6 +71,10 @@ def _position(pos: RelayPosition) -> Position:
     return Position(str(pos.subdir), pos.binlog_name, pos.binlog_pos)
 
 
+def _where(pos: RelayPosition) -> str:
+    return f"{pos.subdir}/{pos.binlog_name}:{pos.binlog_pos}"
+
+
 def _relay_position(pos: Position) -> RelayPosition:
     return RelayPosition(SubdirName.parse(pos.subdir), pos.binlog_name, pos.binlog_pos)
 
@@ -266,7 +270,6 @@ class SyncPipeline:
             conn.close()
         consumers.register(self.relay_dir, self.name, end)
         self.stats.batches += 1
-        log.info("batch %d applied: %s -> %s", batch_id, start, end)
         report = BatchReport(
             pipeline=self.name, batch_id=batch_id,
             kind="ddl" if self.stats.ddl > ddl_before else (
@@ -275,6 +278,11 @@ class SyncPipeline:
             ddl=self.stats.ddl - ddl_before,
             relay_bytes=sum(s.stop - s.start for s in segments),
             seconds=time.monotonic() - started, replayed=replayed)
+        log.info("batch applied", extra={
+            "pipeline": self.name, "batch": batch_id, "kind": report.kind,
+            "start": _where(start), "end": _where(end), "rows": report.changes,
+            "ddl": report.ddl, "bytes": report.relay_bytes,
+            "seconds": round(report.seconds, 3), "replayed": replayed})
         for listener in self.listeners:
             listener(report)
 
