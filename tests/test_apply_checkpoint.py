@@ -145,6 +145,11 @@ def test_batch_lifecycle_and_crash(conn: Any, target: Downstream, server: MariaD
         finish_batch(conn, "life", 2, STORE)
     with pytest.raises(CheckpointError, match="no checkpoint"):
         mark_in_flight(conn, "nobody", 1, P1, STORE)
+    # A process whose idea of the checkpoint is stale (another sync moved it) is refused.
+    with pytest.raises(CheckpointError, match="another sync of the same pipeline"):
+        mark_in_flight(conn, "life", 2, P2, STORE, start=P0)
+    stripped = Position(P1.subdir, P1.binlog_name, P1.binlog_pos)  # GTID set not compared
+    assert mark_in_flight(conn, "life", 2, P2, STORE, start=stripped).target == P2
 
 
 # ---- strict mode ------------------------------------------------------------------------------

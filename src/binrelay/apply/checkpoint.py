@@ -251,17 +251,26 @@ def _locked(cur: Any, pipeline: str, store: CheckpointStore) -> Checkpoint:
 
 def mark_in_flight(
     conn: Any, pipeline: str, batch_id: int, target: Position,
-    store: CheckpointStore = DEFAULT_STORE,
+    store: CheckpointStore = DEFAULT_STORE, *, start: Position | None = None,
 ) -> Checkpoint:
     """Record that batch ``batch_id`` (ending at ``target``) is being applied:
     ``consistent = 0``, committed. Call it before writing any data of the batch.
 
     Marking the batch already in flight again (same id and target) is a no-op: that is the
-    replay of a crashed batch. Any other batch while one is in flight is refused.
+    replay of a crashed batch. Any other batch while one is in flight is refused, and so is
+    a batch whose ``start`` (when given) is not the checkpoint's position: the caller's idea
+    of the checkpoint is stale (another process of the same pipeline moved it).
     """
     try:
         with conn.cursor() as cur:
             current = _locked(cur, pipeline, store)
+            if start is not None and (current.position.subdir, current.position.binlog_name,
+                                      current.position.binlog_pos) != (
+                    start.subdir, start.binlog_name, start.binlog_pos):
+                raise CheckpointError(
+                    f"pipeline {pipeline!r}: the checkpoint is at {current.position}, not at"
+                    f" {start} where batch {batch_id} starts",
+                    hint="another sync of the same pipeline is running; run one per pipeline")
             if not current.consistent:
                 if current.batch_id == batch_id and current.target == target:
                     conn.commit()

@@ -220,14 +220,17 @@ class SyncPipeline:
         started = time.monotonic()
         waiter: ChangeWaiter | None = None
         try:
+            # The checkpoint is read once: from then on this process is the one moving it
+            # (mark_in_flight refuses a batch that does not start where it stands).
+            cp = self.checkpoint()
+            start = _relay_position(cp.position)
+            batch_id = cp.batch_id
+            consumers.register(self.relay_dir, self.name, start)
+            if not cp.consistent and cp.target is not None:
+                end = _relay_position(cp.target)
+                self._batch(start, end, batch_id, replayed=True)
+                start = end
             while not self.should_stop():
-                cp = self.checkpoint()
-                start = _relay_position(cp.position)
-                consumers.register(self.relay_dir, self.name, start)
-                if not cp.consistent and cp.target is not None:
-                    self._batch(start, _relay_position(cp.target), cp.batch_id,
-                                replayed=True)
-                    continue
                 end_limit = durable_end(self.relay_dir)
                 if end_limit.sort_key <= start.sort_key:
                     if until_caught_up:
@@ -240,8 +243,9 @@ class SyncPipeline:
                     self.relay_dir, start, end_limit, max_bytes=self.sync.batch_bytes,
                     max_transactions=self.sync.batch_transactions or None,
                     target_bytes=self.sync.partition_bytes)
-                self._batch(start, end, cp.batch_id + 1, relay_end=end_limit,
-                            segments=segments)
+                batch_id += 1
+                self._batch(start, end, batch_id, relay_end=end_limit, segments=segments)
+                start = end
         finally:
             if waiter is not None:
                 waiter.close()
@@ -259,7 +263,8 @@ class SyncPipeline:
         ddl_before = self.stats.ddl
         conn = self.downstream.connect()
         try:
-            mark_in_flight(conn, self.name, batch_id, _position(end), self.store)
+            mark_in_flight(conn, self.name, batch_id, _position(end), self.store,
+                           start=_position(start))
             ddl = [s for s in segments if s.kind == "ddl"]
             if ddl:
                 self._ddl(conn, ddl)
