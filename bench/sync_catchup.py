@@ -1,6 +1,6 @@
 """Sync catch-up: a relayed sysbench binlog applied by ``binrelay sync`` vs. a native replica.
 
-    .venv/bin/python -m bench.sync_catchup [--mib 458] [--batch-mib 256] [--parallel 4]
+    .venv/bin/python -m bench.sync_catchup [--mib 458] [--batch-mib 64] [--parallel 4]
         [--durability both|default|relaxed]
 
 A sandbox MariaDB upstream gets ``sysbench prepare`` (4 tables × 10000 rows); with no
@@ -74,6 +74,7 @@ from binrelay.apply.checkpoint import (
     init_checkpoint,
     read_checkpoint,
 )
+from binrelay.config import SyncConfig
 from binrelay.relay.layout import read_index
 from binrelay.sandbox import (
     REPL_PASSWORD,
@@ -408,7 +409,7 @@ def run_sync(workdir: Path, upstream: MariaDBServer, relay_dir: Path, dump: Path
     sync_keys: dict[str, object] = {}
     if batch_bytes:
         sync_keys["batch-bytes"] = batch_bytes
-    size = batch_bytes or 64 * MIB
+    size = batch_bytes or SyncConfig().batch_bytes
     label = f"binrelay sync, batch-bytes {size // MIB} MiB, {durability} durability"
     tag = f"sync-{size // MIB}m-{durability}"
     downstream = downstream_server(workdir, tag, server_id, durability)
@@ -589,9 +590,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=float, default=458.0,
                         help="binlog size after the starting point, MiB (default 458)")
-    parser.add_argument("--batch-mib", type=float, default=256.0,
+    parser.add_argument("--batch-mib", type=float, default=64.0,
                         help="also run the sync with this batch-bytes, MiB (0: skip;"
-                             " default 256)")
+                             " default 64)")
     parser.add_argument("--parallel", type=int, default=4,
                         help="also run the replica with this slave_parallel_threads"
                              " (0: skip; default 4)")

@@ -13,7 +13,7 @@ from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.plan import FOLDED_KEYS, NO_KEY, Delete, Upsert
 from binrelay.config import load_config
 from binrelay.errors import ChangeError
-from binrelay.spark.compact import KEYED, RAW, STATS, merge, ordered_tables
+from binrelay.spark.compact import FLAGS, KEYED, RAW, STATS, merge, ordered_tables, simple
 from binrelay.spark.sync import BatchReport, SyncPipeline
 from relay_helpers import relay_until_caught_up, write_config
 from test_sync import checksums
@@ -44,6 +44,14 @@ def test_merge_keeps_the_latest_record_per_key_across_partitions() -> None:
         Upsert(T, ("id", "v"), (0,), (3, "x"), (1, 1, 300, 0)),
         Upsert(T, ("id", "v"), (0,), (1, "late"), (1, 1, 500, 0)),
     ]
+
+
+def test_flags_say_whether_a_batch_is_simple() -> None:
+    plain = [_keyed((1,), (1, 1, 5, 0), (1, "a")), (FLAGS, False, ()), (FLAGS, False, ())]
+    assert simple(plain)
+    assert not simple([*plain, (FLAGS, True, ())])
+    keyed, raw, ops = merge([*plain, (FLAGS, True, ())])  # flags are not changes
+    assert len(keyed) == 1 and raw == [] and ops == {}
 
 
 def test_merge_refuses_two_shapes_of_one_table() -> None:
@@ -130,6 +138,6 @@ def test_tables_found_ordered_late_are_replayed_in_relay_order(
     assert dml[0].rows_by_op == {"insert": 50 + 200 + 2 + 3 + 200, "update": 50 + 9,
                                  "delete": 1 + 1 + 1}
     if partition_bytes == 1 << 16:
-        replayed = " ".join(r.getMessage() for r in caplog.records
+        replayed = " ".join(getattr(r, "tables", "") for r in caplog.records
                             if "relay order" in r.getMessage())
         assert "d.p" in replayed and "d.ci" in replayed

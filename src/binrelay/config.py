@@ -79,7 +79,7 @@ class SyncConfig:
     master: str = "local[*]"
     pipeline: str = "sync"
     checkpoint_schema: str = "binrelay"
-    batch_bytes: int = 64 << 20
+    batch_bytes: int = 256 << 20
     batch_transactions: int = 0
     tasks: int = 4
     partition_bytes: int = 16 << 20
@@ -461,9 +461,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
                           "Name of this pipeline: its checkpoint row and relay consumer name."),
         "checkpoint-schema": Field(_Str(nonempty=True), "binrelay",
                                    "Downstream schema holding the checkpoint table."),
-        "batch-bytes": Field(_Int(1), 64 << 20,
+        "batch-bytes": Field(_Int(1), 256 << 20,
                              "Relay bytes one batch takes at most (at least one transaction).",
-                             unit="bytes", default_doc="67108864"),
+                             unit="bytes", default_doc="268435456"),
         "batch-transactions": Field(_Int(0), 0,
                                     "Transactions one batch takes at most; 0 = no limit."),
         "tasks": Field(_Int(1, 1024), 4,

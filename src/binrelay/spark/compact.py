@@ -20,6 +20,8 @@ Record layouts (first element says which):
   or ``None`` when the key ends up deleted; ``shape`` is ``(TableRef, columns, key)``.
 * ``(RAW, change, reason)``: a change of a table replayed in order, and why.
 * ``(STATS, rows_by_op, ())``: what the partition read (op -> row changes).
+* ``(FLAGS, suspect, ())``, one per partition to every task: whether the partition had a
+  table to replay in order or a key with text in it (``simple`` tells what that allows).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from binrelay.relay.layout import SubdirName, binlog_sort_key
 from binrelay.spark.changes import image_params, to_param
 from binrelay.spark.decode import iter_segment_changes
 
-KEYED, RAW, STATS = 0, 1, 2
+KEYED, RAW, STATS, FLAGS = 0, 1, 2, 3
 
 Shape = tuple[TableRef, tuple[str, ...], tuple[int, ...]]
 Record = tuple[Any, ...]
@@ -79,15 +81,11 @@ def _check_key(values: tuple[Any, ...], table: _Table, position: tuple[int, ...]
 
 def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[int, Record]]:
     """The partition's records, each with the apply task (of ``tasks``) it goes to."""
-    seq = SubdirName.parse(segment.subdir).seq
-    file_no = binlog_sort_key(segment.file)[1]
     by_map: dict[int, tuple[Any, _Table]] = {}
     by_ref: dict[TableRef, _Table] = {}
     raw: list[Change] = []
     ops = {INSERT: 0, UPDATE: 0, DELETE: 0}
-    last_where = None
-    row = 0
-    for change, _ts in iter_segment_changes(Path(relay_dir), segment):
+    for change, position in _numbered(relay_dir, segment):
         tm = change.table
         found = by_map.get(id(tm))
         if found is None or found[0] is not tm:
@@ -96,12 +94,6 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[
         table = found[1]
         op = change.op
         ops[op] += 1
-        where = change.where
-        if where is last_where:
-            row += 1
-        else:
-            last_where, row = where, 0
-        position = (seq, file_no, where.pos if where is not None else 0, row)
         if table.reason is not None:
             if table.reason == NO_KEY:
                 convert = table.convert
@@ -134,8 +126,11 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[
             last[ka] = (position, after)
 
     redo = set()
+    text_keys = False
     for table in by_ref.values():
-        if table.reason is None and _folds_together(table.last):
+        text = _text_key(table.last)
+        text_keys = text_keys or text
+        if table.reason is None and text and _folds_together(table.last):
             table.reason = FOLDED_KEYS
         if table.reason is not None and table.reason != NO_KEY:
             redo.add(table.shape[0])
@@ -151,7 +146,12 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[
         for k, (position, image) in table.last.items():
             target = partition_of(ref, fold_key(k), tasks)
             yield target, (KEYED, shape, k, position, None if image is None else convert(image))
-    yield (seq + file_no + segment.start) % tasks, (STATS, ops, ())
+    yield segment.start % tasks, (STATS, ops, ())
+    # Every apply task learns whether the batch may have tables to replay in order (see
+    # ``simple``); a few bytes per partition and task.
+    suspect = text_keys or bool(raw)
+    for target in range(tasks):
+        yield target, (FLAGS, suspect, ())
 
 
 def _table_state(tm: Any, by_ref: dict[TableRef, _Table]) -> _Table:
@@ -170,11 +170,12 @@ def _table_state(tm: Any, by_ref: dict[TableRef, _Table]) -> _Table:
     return table
 
 
-def _folds_together(last: dict[tuple[Any, ...], Any]) -> bool:
+def _text_key(last: dict[tuple[Any, ...], Any]) -> bool:
     # A key's columns have one type each, so one key tells whether any is text.
-    sample = next(iter(last), ())
-    if not any(isinstance(v, str) for v in sample):
-        return False
+    return any(isinstance(v, str) for v in next(iter(last), ()))
+
+
+def _folds_together(last: dict[tuple[Any, ...], Any]) -> bool:
     seen: set[tuple[Any, ...]] = set()
     for k in last:
         folded = fold_key(k)
@@ -198,12 +199,8 @@ def segment_changes(relay_dir: str, segment: Any) -> Iterator[Change]:
     An update that changes the key becomes a delete of the old key and an insert of the new
     one (positions ``(..., 0)`` and ``(..., 1)``).
     """
-    seq = SubdirName.parse(segment.subdir).seq
-    file_no = binlog_sort_key(segment.file)[1]
     converters: dict[int, tuple[Any, Any, TableRef, tuple[str, ...], tuple[int, ...]]] = {}
-    last_where = None
-    row = 0
-    for change, _ts in iter_segment_changes(Path(relay_dir), segment):
+    for change, position in _numbered(relay_dir, segment):
         table = change.table
         cached = converters.get(id(table))
         if cached is None or cached[0] is not table:
@@ -211,20 +208,30 @@ def segment_changes(relay_dir: str, segment: Any) -> Iterator[Change]:
                       tuple(table.column_names), tuple(table.primary_key))
             converters[id(table)] = cached
         _t, convert, ref, columns, key = cached
+        before, after = convert(change.before), convert(change.after)
+        op = change.op
+        if op == UPDATE and key and not any(v is ABSENT for v in after) and \
+                tuple(before[i] for i in key) != tuple(after[i] for i in key):
+            yield Change(ref, DELETE, columns, key, before, None, (*position, 0))
+            yield Change(ref, INSERT, columns, key, None, after, (*position, 1))
+            continue
+        yield Change(ref, op, columns, key, before, after, (*position, 0))
+
+
+def _numbered(relay_dir: str, segment: Any) -> Iterator[tuple[Any, tuple[int, int, int, int]]]:
+    """The partition's row changes with their positions: (subdir seq, file number, event
+    offset, row within the event), increasing in relay order."""
+    seq = SubdirName.parse(segment.subdir).seq
+    file_no = binlog_sort_key(segment.file)[1]
+    last_where = None
+    row = 0
+    for change, _ts in iter_segment_changes(Path(relay_dir), segment):
         where = change.where
         if where is last_where:
             row += 1
         else:
             last_where, row = where, 0
-        pos = where.pos if where is not None else 0
-        before, after = convert(change.before), convert(change.after)
-        op = change.op
-        if op == UPDATE and key and not any(v is ABSENT for v in after) and \
-                tuple(before[i] for i in key) != tuple(after[i] for i in key):
-            yield Change(ref, DELETE, columns, key, before, None, (seq, file_no, pos, row, 0))
-            yield Change(ref, INSERT, columns, key, None, after, (seq, file_no, pos, row, 1))
-            continue
-        yield Change(ref, op, columns, key, before, after, (seq, file_no, pos, row, 0))
+        yield change, (seq, file_no, where.pos if where is not None else 0, row)
 
 
 # --- the apply side --------------------------------------------------------------------------
@@ -262,6 +269,14 @@ def ordered_tables(records: Iterable[Record]) -> Iterator[tuple[dict[TableRef, s
     yield reasons, keyed
 
 
+def simple(records: list[Record]) -> bool:
+    """Whether no table of the whole batch can need replaying in order: no partition had a
+    keyless table, a partial image or a text key (which may fold together with a key of
+    another partition).  Every task sees every partition's flags, so all decide alike, and
+    then each may apply its records at once: the batch needs one Spark job, not two."""
+    return not any(r[1] for r in records if r[0] == FLAGS)
+
+
 def merge(records: Iterable[Record]) -> tuple[list[KeyedOp], list[Change], dict[str, int]]:
     """One apply task's records: the keyed survivors over all partitions (latest position
     per key; deletes before upserts at one position), the raw changes, and the op counts."""
@@ -280,7 +295,7 @@ def merge(records: Iterable[Record]) -> tuple[list[KeyedOp], list[Change], dict[
                 best[slot] = record
         elif kind == RAW:
             raw.append(record[1])
-        else:
+        elif kind == STATS:
             for op, n in record[1].items():
                 ops[op] = ops.get(op, 0) + n
     keyed: list[KeyedOp] = []

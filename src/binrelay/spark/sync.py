@@ -54,6 +54,7 @@ from binrelay.spark.compact import (
     ordered_tables,
     raw_records,
     record_table,
+    simple,
 )
 from binrelay.spark.decode import decode_segment
 from binrelay.spark.planning import (
@@ -115,6 +116,19 @@ def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
         finally:
             conn.close()
     yield ops
+
+
+def apply_if_simple(ctx: TaskContext, index: int, records: Iterator[Record]
+                    ) -> Iterator[tuple[str, Any, Any]]:
+    """The first job's task: apply at once when the batch is simple (``compact.simple``),
+    else only report this task's ordered tables and compacted tables, applying nothing."""
+    local = list(records)
+    if simple(local):
+        for ops in apply_task(ctx, index, iter(local)):
+            yield "applied", ops, None
+        return
+    for reasons, keyed in ordered_tables(local):
+        yield "ordered", reasons, keyed
 
 
 def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
@@ -261,6 +275,7 @@ class SyncPipeline:
                                        target_bytes=self.sync.partition_bytes)
         rows_by_op: dict[str, int] = {}
         ddl_before = self.stats.ddl
+        spark_seconds = 0.0
         conn = self.downstream.connect()
         try:
             mark_in_flight(conn, self.name, batch_id, _position(end), self.store,
@@ -269,7 +284,9 @@ class SyncPipeline:
             if ddl:
                 self._ddl(conn, ddl)
             elif segments:
+                applying = time.monotonic()
                 rows_by_op = self._dml(segments, batch_id)
+                spark_seconds = time.monotonic() - applying
             finish_batch(conn, self.name, batch_id, self.store)
         finally:
             conn.close()
@@ -287,7 +304,8 @@ class SyncPipeline:
             "pipeline": self.name, "batch": batch_id, "kind": report.kind,
             "start": _where(start), "end": _where(end), "rows": report.changes,
             "ddl": report.ddl, "bytes": report.relay_bytes,
-            "seconds": round(report.seconds, 3), "replayed": replayed})
+            "seconds": round(report.seconds, 3), "spark_seconds": round(spark_seconds, 3),
+            "replayed": replayed})
         for listener in self.listeners:
             listener(report)
 
@@ -306,7 +324,6 @@ class SyncPipeline:
         survivors are shuffled by key to the apply tasks.  No DataFrame: that would add Arrow
         -> JVM -> Python conversions per row.
         """
-        from pyspark import StorageLevel
 
         tasks = self.sync.tasks
         relay_dir = str(self.relay_dir)
@@ -320,28 +337,35 @@ class SyncPipeline:
                 lambda segs: apply_alone(ctx, relay_dir, segs)).collect()
             return self._counted(counts)
         source = sc.parallelize(segments, len(segments))
-        cached = (source.flatMap(lambda seg: compact_segment(relay_dir, seg, tasks))
-                  .partitionBy(tasks, _identity).persist(StorageLevel.MEMORY_AND_DISK))
-        try:
-            ordered: dict[TableRef, str] = {}
-            keyed: set[TableRef] = set()
-            for reasons, tables in cached.values().mapPartitions(ordered_tables).collect():
-                ordered.update(reasons)
-                keyed |= tables
-            routed = cached
-            redo = {t: r for t, r in ordered.items() if t in keyed}
-            if redo:
-                log.info("batch %d: replaying %s in relay order (%s)", batch_id,
-                         ", ".join(map(str, sorted(redo))), "; ".join(sorted(set(redo.values()))))
-                kept = cached.filter(lambda kv: record_table(kv[1]) not in redo)
-                again = source.flatMap(lambda seg: raw_records(relay_dir, seg, tasks, redo))
-                routed = kept.union(again).partitionBy(tasks, _identity)
-            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
-                              frozenset(ordered))
-            counts = routed.values().mapPartitionsWithIndex(
-                lambda i, items: apply_task(ctx, i, items)).collect()
-        finally:
-            cached.unpersist()
+        shuffled = (source.flatMap(lambda seg: compact_segment(relay_dir, seg, tasks))
+                    .partitionBy(tasks, _identity))
+        # One job when no table can need replaying in order (each task sees that from every
+        # partition's flags and applies at once); otherwise the first job only finds the
+        # ordered tables and a second one applies.  The second reuses the first's shuffle
+        # files: the partitions are not decoded again.
+        ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks)
+        first = shuffled.values().mapPartitionsWithIndex(
+            lambda i, items: apply_if_simple(ctx, i, items)).collect()
+        if all(kind == "applied" for kind, _r, _k in first):
+            return self._counted([ops for _kind, ops, _k in first])
+        ordered: dict[TableRef, str] = {}
+        keyed: set[TableRef] = set()
+        for _kind, reasons, tables in first:
+            ordered.update(reasons)
+            keyed |= tables
+        routed = shuffled
+        redo = {t: r for t, r in ordered.items() if t in keyed}
+        if redo:
+            log.info("replaying tables in relay order", extra={
+                "batch": batch_id, "tables": ", ".join(map(str, sorted(redo))),
+                "reasons": "; ".join(sorted(set(redo.values())))})
+            kept = shuffled.filter(lambda kv: record_table(kv[1]) not in redo)
+            again = source.flatMap(lambda seg: raw_records(relay_dir, seg, tasks, redo))
+            routed = kept.union(again).partitionBy(tasks, _identity)
+        ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
+                          frozenset(ordered))
+        counts = routed.values().mapPartitionsWithIndex(
+            lambda i, items: apply_task(ctx, i, items)).collect()
         return self._counted(counts)
 
     def _counted(self, counts: list[dict[str, int]]) -> dict[str, int]:
