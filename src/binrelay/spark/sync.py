@@ -208,6 +208,7 @@ class SyncPipeline:
             from binrelay.spark.session import build_session
 
             self._spark = build_session(self.sync.master, app_name=f"binrelay-{self.name}")
+            _warm_up(self._spark.sparkContext)
         return self._spark
 
     @property
@@ -379,6 +380,26 @@ class SyncPipeline:
 
 def _identity(key: int) -> int:
     return key
+
+
+def _warm_up(sc: Any) -> None:
+    """Start a Python worker per executor core before the first batch, modules imported.
+
+    A worker starts only when a task first needs it, and its start (fork, imports) costs
+    seconds on a busy machine: without this the first batch big enough for several tasks
+    pays it, in the middle of a catch-up or while lag builds up.
+    """
+    n = max(1, int(sc.defaultParallelism))
+    sc.parallelize(range(n), n).mapPartitions(_import_apply_modules).collect()
+
+
+def _import_apply_modules(_items: Iterator[int]) -> Iterator[bool]:
+    import binrelay.apply.applier
+    import binrelay.spark.compact  # noqa: F401
+
+    # Held a moment so that the tasks overlap and each gets a worker of its own.
+    time.sleep(0.2)
+    yield True
 
 
 def recover(config: Config) -> tuple[bool, SyncStats]:
