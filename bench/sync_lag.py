@@ -379,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", type=int, nargs="+", default=[0, 1000],
                         help="sysbench --rate per phase, 0 = unthrottled (default 0 1000);"
                              " the goal is judged on the first")
+    parser.add_argument("--partition-mib", type=float, default=0.0,
+                        help="[sync] partition-bytes in MiB (default: binrelay's default)")
     parser.add_argument("--no-report", action="store_true",
                         help="print the section but leave BENCHMARKS.md alone")
     parser.add_argument("--no-idle-wait", action="store_true",
@@ -421,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() > deadline:
                 raise BenchError(f"the relay did not reach {want}; log:\n{tail(relay_log)}")
             time.sleep(0.1)
-        sync_cfg = sync_config(workdir / "sync.toml", upstream, relay_dir, downstream)
+        extra = {"partition-bytes": int(args.partition_mib * MIB)} if args.partition_mib else {}
+        sync_cfg = sync_config(workdir / "sync.toml", upstream, relay_dir, downstream, **extra)
         sync_log = workdir / "sync.log"
         procs["binrelay sync"] = (spawn(binrelay_cmd("sync", "--config", str(sync_cfg)),
                                         sync_log), sync_log)

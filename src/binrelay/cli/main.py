@@ -167,15 +167,12 @@ def sync(config_path: str, until_caught_up: bool) -> None:
 @reports_errors
 def recover(config_path: str) -> None:
     """Bring the downstream back to a consistent state from the relay log (no upstream)."""
-    from binrelay.spark.sync import SyncPipeline
+    from binrelay.spark.sync import recover as run_recover
 
     config = _load(config_path)
     listeners, closing = _sync_listeners(config, bar="recover")
-    # What spark.sync.recover does, with listeners (metrics, progress bar) attached.
-    pipeline = SyncPipeline(config, listeners=listeners)
     try:
-        needed = not pipeline.checkpoint().consistent
-        stats = pipeline.run(until_caught_up=True) if needed else pipeline.stats
+        needed, stats = run_recover(config, listeners=listeners)
     finally:
         for thing in closing:
             thing.close()

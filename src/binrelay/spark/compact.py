@@ -58,25 +58,49 @@ class _Table:
     """One table's state while a partition is compacted."""
 
     shape: Shape
-    columns: Any  # the table map's column definitions (for parameter conversion)
-    convert: Any
+    convert: Any  # image -> SQL parameters
+    keyof: Any  # image -> key values as SQL parameters (see _key_function)
     #: key values -> (position, image or None): the last operation on each key.
     last: dict[tuple[Any, ...], tuple[tuple[int, ...], Any]] = field(default_factory=dict)
     reason: str | None = None
 
 
-def _key_params(image: tuple[Any, ...], key: tuple[int, ...], columns: Any) -> tuple[Any, ...]:
-    values = tuple(image[i] for i in key)
-    for v in values:
-        if v is None or v is ABSENT or not isinstance(v, int | str | bytes):
-            return tuple(to_param(image[i], columns[i]) for i in key)
-    return values
+_PLAIN = frozenset((int, str, bytes))
 
 
-def _check_key(values: tuple[Any, ...], table: _Table, position: tuple[int, ...]) -> None:
-    if any(v is None or v is ABSENT for v in values):
-        raise ChangeError("a key column is NULL or missing from the row image",
-                          table=str(table.shape[0]), position=position)
+def _key_function(key: tuple[int, ...], columns: Any) -> Any:
+    """``image -> key values`` as SQL parameters, or None when a key column is NULL or
+    absent (the row cannot be identified).  Built once per table: it runs twice per update
+    of a catch-up."""
+
+    def slow(image: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        values = tuple(image[i] for i in key)
+        if any(v is None or v is ABSENT for v in values):
+            return None
+        return tuple(to_param(image[i], columns[i]) for i in key)
+
+    if len(key) == 1:
+        (only,) = key
+
+        def one(image: tuple[Any, ...]) -> tuple[Any, ...] | None:
+            v = image[only]
+            return (v,) if type(v) in _PLAIN else slow(image)
+
+        return one
+
+    def many(image: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        values = tuple([image[i] for i in key])
+        for v in values:
+            if type(v) not in _PLAIN:
+                return slow(image)
+        return values
+
+    return many
+
+
+def _bad_key(table: _Table, position: tuple[int, ...]) -> ChangeError:
+    return ChangeError("a key column is NULL or missing from the row image",
+                       table=str(table.shape[0]), position=position)
 
 
 def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[int, Record]]:
@@ -101,26 +125,27 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[
                                   convert(change.before), convert(change.after),
                                   (*position, 0)))
             continue  # a late reason: re-read below
-        key = table.shape[2]
-        columns = table.columns
+        keyof = table.keyof
         last = table.last
         after = change.after
         if after is not None and ABSENT in after:
             table.reason = PARTIAL_IMAGE
             continue
         if op == INSERT:
-            k = _key_params(after, key, columns)
-            _check_key(k, table, position)
+            k = keyof(after)
+            if k is None:
+                raise _bad_key(table, position)
             last[k] = (position, after)
         elif op == DELETE:
-            k = _key_params(change.before, key, columns)
-            _check_key(k, table, position)
+            k = keyof(change.before)
+            if k is None:
+                raise _bad_key(table, position)
             last[k] = (position, None)
         else:
-            kb = _key_params(change.before, key, columns)
-            ka = _key_params(after, key, columns)
-            _check_key(kb, table, position)
-            _check_key(ka, table, position)
+            kb = keyof(change.before)
+            ka = keyof(after)
+            if kb is None or ka is None:
+                raise _bad_key(table, position)
             if ka != kb:
                 last[kb] = (position, None)
             last[ka] = (position, after)
@@ -159,7 +184,7 @@ def _table_state(tm: Any, by_ref: dict[TableRef, _Table]) -> _Table:
     shape: Shape = (ref, tuple(tm.column_names), tuple(tm.primary_key))
     table = by_ref.get(ref)
     if table is None:
-        table = _Table(shape, tm.columns, image_params(tm))
+        table = _Table(shape, image_params(tm), _key_function(shape[2], tm.columns))
         if not shape[2]:
             table.reason = NO_KEY
         by_ref[ref] = table

@@ -402,11 +402,12 @@ def _import_apply_modules(_items: Iterator[int]) -> Iterator[bool]:
     yield True
 
 
-def recover(config: Config) -> tuple[bool, SyncStats]:
+def recover(config: Config, *, listeners: list[BatchListener] | None = None
+            ) -> tuple[bool, SyncStats]:
     """SPEC §2: if the checkpoint says ``consistent = 0``, replay the relay log from it to the
     end of the last complete transaction relayed; never needs the upstream.  Returns whether
     anything had to be done."""
-    pipeline = SyncPipeline(config)
+    pipeline = SyncPipeline(config, listeners=listeners)
     cp = pipeline.checkpoint()
     if cp.consistent:
         return False, pipeline.stats
