@@ -126,6 +126,44 @@ def vm_hwm_kib(pid: int) -> int:
     return int(m[1]) if m else 0
 
 
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stats() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds used so far) for every live process."""
+    out: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        # The command name (field 2) may hold spaces: split after its closing parenthesis.
+        fields = text[text.rindex(")") + 2:].split()
+        out[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _CLK_TCK)
+    return out
+
+
+def tree_cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each named process and its live
+    descendants (a Spark driver's JVM and Python workers count for the driver)."""
+    stats = _proc_stats()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _cpu) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    out: dict[str, float] = {}
+    for name, root in roots.items():
+        total, todo = 0.0, [root]
+        while todo:
+            pid = todo.pop()
+            if pid in stats:
+                total += stats[pid][1]
+                todo += children.get(pid, [])
+        out[name] = total
+    return out
+
+
 def maps_mention(pid: int, needle: str) -> bool:
     try:
         return needle in Path(f"/proc/{pid}/maps").read_text()

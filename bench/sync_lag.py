@@ -51,6 +51,7 @@ from bench.common import (
     md_table,
     settled_master_status,
     tail,
+    tree_cpu_seconds,
     update_section,
     write_config,
 )
@@ -169,6 +170,8 @@ class Phase:
     batches: list[BatchLine] = field(default_factory=list)  #: sync batches in the phase
     probe_rtt_ms: float = 0.0
     note: str = ""
+    #: CPU seconds each process (with its descendants) used while sysbench ran.
+    cpu: dict[str, float] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- processes
@@ -241,6 +244,10 @@ def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, watchers: dict
     probe.start()
     log(f"phase: sysbench oltp_write_only, {THREADS} threads, {seconds:.0f} s,"
         f" {'unthrottled' if not rate else f'{rate} tps'}")
+    roots = {"upstream": upstream.pid, "binrelay sync (driver, JVM, Python workers)":
+             procs["binrelay sync"][0].pid, "binrelay relay": procs["binrelay relay"][0].pid,
+             "binrelay's downstream": downstream.pid, "native replica": replica.pid}
+    cpu0 = cpu1 = tree_cpu_seconds({k: v for k, v in roots.items() if v})
     t0 = time.perf_counter()
     with sysbench_run_background(upstream, tables=TABLES, table_size=TABLE_SIZE,
                                  threads=THREADS, time=seconds, prepare=False,
@@ -249,6 +256,7 @@ def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, watchers: dict
             check_alive(procs)
             if probe.error:
                 raise BenchError(f"probe failed: {probe.error!r}")
+            cpu1 = tree_cpu_seconds({k: v for k, v in roots.items() if v})
             time.sleep(0.2)
         out = work.check().stdout
     probe.stop.set()
@@ -292,8 +300,9 @@ def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, watchers: dict
     for name, values in lags.items():
         log(f"{name}: p50 {pct(values, 50):.2f} s, p99 {pct(values, 99):.2f} s, max"
             f" {max(values):.2f} s over {len(values)} heartbeats")
+    cpu = {name: cpu1[name] - cpu0[name] for name in cpu1 if name in cpu0}
     return Phase(rate, elapsed, transactions, lags, drain, batches,
-                 1000 * sorted(probe.round_trips)[len(probe.round_trips) // 2], note)
+                 1000 * sorted(probe.round_trips)[len(probe.round_trips) // 2], note, cpu)
 
 
 # --------------------------------------------------------------------------- report
@@ -326,9 +335,18 @@ def report(args: argparse.Namespace, facts: dict[str, str], phases: list[Phase])
                 f" (median; max {max(gaps):.2f} s), {pct(sizes, 50) / MIB:.2f} MiB of relay"
                 f" each (median; max {max(sizes) / MIB:.2f} MiB); probe round trip (median)"
                 f" {ph.probe_rtt_ms:.1f} ms")
+    cpu_notes = []
+    for ph in phases:
+        if ph.cpu:
+            cpu_notes.append(
+                f"  - {'unthrottled' if not ph.rate else f'--rate={ph.rate}'}"
+                f" ({2 * ph.seconds:.0f} CPU-seconds on 2 cores): "
+                + ", ".join(f"{name} {sec:.1f}" for name, sec in
+                            sorted(ph.cpu.items(), key=lambda kv: -kv[1])))
     notes = list(dict.fromkeys(ph.note for ph in phases if ph.note))
     cmd = (f"python -m bench.sync_lag --seconds {args.seconds:g} --rates"
-           f" {' '.join(str(r) for r in args.rates)}")
+           f" {' '.join(str(r) for r in args.rates)}"
+           + (f" --partition-mib {args.partition_mib:g}" if args.partition_mib else ""))
     facts = {**facts, "Spark master / tasks": f"`{MASTER}` / {TASKS}",
              "load average at end": loadavg()}
     return f"""\
@@ -366,6 +384,9 @@ goal: binrelay's p99 ≤ {GOAL:.0f} s under a running 2-thread sysbench
   servers.
 - binrelay's batches during each phase (from its `batch applied` log lines):
 {chr(10).join(batch_notes) or "  - (none)"}
+- CPU seconds each process used while sysbench ran (user + system, from /proc, a
+  process with its descendants; sysbench and the probe are the rest):
+{chr(10).join(cpu_notes) or "  - (not measured)"}
 {"".join(f"- Note: {n}{chr(10)}" for n in notes)}"""
 
 
