@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from binrelay.apply.applier import Downstream, apply_ddl, apply_plan_part
+from binrelay.apply.applier import Downstream, apply_ddl, apply_plan_part, pooled_connection
 from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
     Checkpoint,
@@ -109,12 +109,9 @@ def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
         parts += [PlanPart(ordered_task_id(t.table), ordered=t) for t in plan.ordered]
     if parts:
         ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
-        conn = ctx.downstream.connect()
-        try:
+        with pooled_connection(ctx.downstream) as conn:
             for part in parts:
                 apply_plan_part(conn, part, ledger=ledger)
-        finally:
-            conn.close()
     yield ops
 
 
@@ -216,16 +213,13 @@ class SyncPipeline:
         return self.sync.pipeline
 
     def checkpoint(self) -> Checkpoint:
-        conn = self.downstream.connect()
-        try:
+        with pooled_connection(self.downstream) as conn:
             create_checkpoint_table(conn, self.store)
             found = read_checkpoint(conn, self.name, self.store)
             if found is None:
                 found = init_checkpoint(conn, self.name, _position(earliest(self.relay_dir)),
                                         self.store)
             return found
-        finally:
-            conn.close()
 
     # --- the loop --------------------------------------------------------------------------
 
@@ -277,8 +271,7 @@ class SyncPipeline:
         rows_by_op: dict[str, int] = {}
         ddl_before = self.stats.ddl
         spark_seconds = 0.0
-        conn = self.downstream.connect()
-        try:
+        with pooled_connection(self.downstream) as conn:
             mark_in_flight(conn, self.name, batch_id, _position(end), self.store,
                            start=_position(start))
             ddl = [s for s in segments if s.kind == "ddl"]
@@ -289,8 +282,6 @@ class SyncPipeline:
                 rows_by_op = self._dml(segments, batch_id)
                 spark_seconds = time.monotonic() - applying
             finish_batch(conn, self.name, batch_id, self.store)
-        finally:
-            conn.close()
         consumers.register(self.relay_dir, self.name, end)
         self.stats.batches += 1
         report = BatchReport(
