@@ -196,7 +196,6 @@ class SyncPipeline:
         self.should_stop = should_stop or (lambda: False)
         self.stats = SyncStats()
         self.listeners: list[BatchListener] = list(listeners or ())
-        self._one_slot: Any = None
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -326,12 +325,8 @@ class SyncPipeline:
         # another.
         if len(segments) == 1:
             ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1)
-            if self._one_slot is None:
-                # One RDD of one element for every such batch (the segment travels in the
-                # closure): parallelize() per batch costs ~10 ms of CPU, measured.
-                self._one_slot = sc.parallelize([0], 1)
-            counts = self._one_slot.mapPartitions(
-                lambda _slot: apply_alone(ctx, relay_dir, iter(segments))).collect()
+            counts = sc.parallelize(segments, 1).mapPartitions(
+                lambda segs: apply_alone(ctx, relay_dir, segs)).collect()
             return self._counted(counts)
         source = sc.parallelize(segments, len(segments))
         shuffled = (source.flatMap(lambda seg: compact_segment(relay_dir, seg, tasks))
