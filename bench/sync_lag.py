@@ -247,7 +247,8 @@ def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, watchers: dict
     roots = {"upstream": upstream.pid, "binrelay sync (driver, JVM, Python workers)":
              procs["binrelay sync"][0].pid, "binrelay relay": procs["binrelay relay"][0].pid,
              "binrelay's downstream": downstream.pid, "native replica": replica.pid}
-    cpu0 = cpu1 = tree_cpu_seconds({k: v for k, v in roots.items() if v})
+    roots = {k: v for k, v in roots.items() if v}
+    cpu0 = tree_cpu_seconds(roots)
     t0 = time.perf_counter()
     with sysbench_run_background(upstream, tables=TABLES, table_size=TABLE_SIZE,
                                  threads=THREADS, time=seconds, prepare=False,
@@ -256,8 +257,9 @@ def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, watchers: dict
             check_alive(procs)
             if probe.error:
                 raise BenchError(f"probe failed: {probe.error!r}")
-            cpu1 = tree_cpu_seconds({k: v for k, v in roots.items() if v})
             time.sleep(0.2)
+        # The relay and sync run on (check_alive), so their trees are still there to read.
+        cpu1 = tree_cpu_seconds(roots)
         out = work.check().stdout
     probe.stop.set()
     probe.join(timeout=10)

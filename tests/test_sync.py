@@ -59,6 +59,21 @@ def _ddl_workload(upstream) -> None:
         upstream.execute("INSERT INTO sbtest.extra2 (id, v) VALUES (100, 'z')")
 
 
+def assert_ddl_workload_converged(upstream, downstream) -> None:
+    """After ``_ddl_workload`` and a sync to the end: every table equal, and the checkpoint
+    consistent at the upstream's end."""
+    want = checksums(upstream)
+    assert "sbtest.extra2" in want and "sbtest.gone" not in want
+    assert checksums(downstream) == want
+    conn = downstream.connect()
+    try:
+        cp = read_checkpoint(conn, "sync", CheckpointStore())
+    finally:
+        conn.close()
+    assert cp is not None and cp.consistent
+    assert (cp.position.binlog_name, cp.position.binlog_pos) == upstream.master_status()
+
+
 @pytest.fixture
 def pipeline_env(mariadb_factory, tmp_path: Path):
     upstream = mariadb_factory(server_id=1, max_binlog_size=512 * 1024)
@@ -83,16 +98,7 @@ def test_sysbench_with_ddl_converges(spark, pipeline_env, tmp_path: Path) -> Non
     config = load_config(config_path)
     stats = SyncPipeline(config, spark=spark).run(until_caught_up=True)
     assert stats.batches > 3 and stats.ddl >= 8
-    want = checksums(upstream)
-    assert "sbtest.extra2" in want and "sbtest.gone" not in want
-    assert checksums(downstream) == want
-    conn = downstream.connect()
-    try:
-        cp = read_checkpoint(conn, "sync", CheckpointStore())
-    finally:
-        conn.close()
-    assert cp is not None and cp.consistent
-    assert (cp.position.binlog_name, cp.position.binlog_pos) == upstream.master_status()
+    assert_ddl_workload_converged(upstream, downstream)
 
 
 def test_recover_after_a_crash_mid_batch_without_the_upstream(pipeline_env,
