@@ -22,6 +22,7 @@ talks to the upstream: ``recover`` works while it is down.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -82,6 +83,26 @@ def _relay_position(pos: Position) -> RelayPosition:
 
 # --- what runs in Spark tasks (picklable, no driver state) ---------------------------------
 
+_heap_frozen = False
+
+
+def _freeze_heap() -> None:
+    """Once per Python worker: move what is alive (modules, pyspark's and ours) out of the
+    collector's reach.
+
+    PySpark's daemon runs a full ``gc.collect()`` after every task of a reused worker, and
+    with pyspark, PyMySQL and our decoder loaded that walk costs ~20 ms of CPU (measured),
+    most of a small streaming batch's worker time.  Frozen objects are still freed by
+    reference counting; only cycles among them would stay, and they are the modules.
+    What tasks create later is collected as before.
+    """
+    global _heap_frozen
+    if not _heap_frozen:
+        gc.collect()
+        gc.freeze()
+        _heap_frozen = True
+
+
 
 @dataclass(frozen=True)
 class TaskContext:
@@ -98,6 +119,7 @@ def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
                ) -> Iterator[dict[str, int]]:
     """One apply task: the net effect of its keys (and its ordered tables, whole), each part
     in one downstream transaction."""
+    _freeze_heap()
     keyed, raw, ops = merge(records)
     parts = []
     if keyed:
@@ -119,6 +141,7 @@ def apply_if_simple(ctx: TaskContext, index: int, records: Iterator[Record]
                     ) -> Iterator[tuple[str, Any, Any]]:
     """The first job's task: apply at once when the batch is simple (``compact.simple``),
     else only report this task's ordered tables and compacted tables, applying nothing."""
+    _freeze_heap()
     local = list(records)
     if simple(local):
         for ops in apply_task(ctx, index, iter(local)):
@@ -132,6 +155,7 @@ def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
                 ) -> Iterator[dict[str, int]]:
     """A small batch in one Spark task: compact, decide the ordered tables and apply, with
     no shuffle and one job instead of two (what keeps streaming lag low)."""
+    _freeze_heap()
     segments = list(segments)
     records = [rec for seg in segments for _t, rec in compact_segment(relay_dir, seg, 1)]
     [(ordered, keyed)] = list(ordered_tables(records))
@@ -141,6 +165,14 @@ def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
         records += [rec for seg in segments for _t, rec in raw_records(relay_dir, seg, 1, redo)]
     yield from apply_task(TaskContext(ctx.downstream, ctx.pipeline, ctx.batch_id, ctx.store, 1,
                                       frozenset(ordered)), 0, iter(records))
+
+
+def compacted(relay_dir: str, segments: Iterator[Any], tasks: int
+              ) -> Iterator[tuple[int, Record]]:
+    """A read task: its partitions compacted (``compact_segment``), keyed by apply task."""
+    _freeze_heap()
+    for segment in segments:
+        yield from compact_segment(relay_dir, segment, tasks)
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -329,7 +361,7 @@ class SyncPipeline:
                 lambda segs: apply_alone(ctx, relay_dir, segs)).collect()
             return self._counted(counts)
         source = sc.parallelize(segments, len(segments))
-        shuffled = (source.flatMap(lambda seg: compact_segment(relay_dir, seg, tasks))
+        shuffled = (source.mapPartitions(lambda segs: compacted(relay_dir, segs, tasks))
                     .partitionBy(tasks, _identity))
         # One job when no table can need replaying in order (each task sees that from every
         # partition's flags and applies at once); otherwise the first job only finds the
@@ -388,6 +420,7 @@ def _import_apply_modules(_items: Iterator[int]) -> Iterator[bool]:
     import binrelay.apply.applier
     import binrelay.spark.compact  # noqa: F401
 
+    _freeze_heap()
     # Held a moment so that the tasks overlap and each gets a worker of its own.
     time.sleep(0.2)
     yield True
