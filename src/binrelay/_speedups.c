@@ -7,6 +7,9 @@
  * 16 MiB - 1), its type is flagged in `boring`, it is not artificial, it starts where the
  * file ends (log_pos - size == offset), its size matches the packet, and (when asked) its
  * CRC32 matches.  The first event that fails any test stops the run; Python decides about it.
+ *
+ * Also the row scanner's event walk (walk_events; rows/walk.py is its specification): check
+ * every event's CRC32 and return only the events the scanner looks at.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -74,6 +77,15 @@ static int event_crc_ok(const unsigned char *ev, uint32_t size, int *error)
     unsigned long value = PyLong_AsUnsignedLong(got);
     Py_DECREF(got);
     return value == want;
+}
+
+/* Whether the CRC32 over the whole event, trailer included, is the residue a correct
+ * trailer gives (what the Python side checks; an event too short for a trailer fails). */
+static int event_crc_ok_residue(const unsigned char *ev, uint32_t size, int *error)
+{
+    if (size < 4)
+        return 0;
+    return event_crc_ok(ev, size, error);
 }
 
 static inline uint32_t le32(const unsigned char *p)
@@ -155,6 +167,72 @@ static PyObject *take_run(PyObject *self, PyObject *args)
     return Py_BuildValue("nLni", pos, off, count, bad_crc);
 }
 
+/* walk_events(buf, pos, end, crc, keep) -> (events, stopped_at, status): see
+ * rows/walk.py, whose walk_events_python is the specification. */
+static PyObject *walk_events(PyObject *self, PyObject *args)
+{
+    Py_buffer data, keep;
+    Py_ssize_t pos, end;
+    int crc;
+    if (!PyArg_ParseTuple(args, "y*nnpy*", &data, &pos, &end, &crc, &keep))
+        return NULL;
+    PyObject *events = NULL, *result = NULL;
+    if (keep.len < 256) {
+        PyErr_SetString(PyExc_ValueError, "keep must have 256 entries");
+        goto done;
+    }
+    if (pos < 0 || end > data.len || pos > end) {
+        PyErr_SetString(PyExc_ValueError, "pos and end must lie within the buffer");
+        goto done;
+    }
+    events = PyList_New(0);
+    if (events == NULL)
+        goto done;
+    const unsigned char *buf = data.buf;
+    const unsigned char *how = keep.buf;
+    int status = 0;
+    while (end - pos >= 19) {
+        const unsigned char *ev = buf + pos;
+        uint8_t type = ev[4];
+        uint32_t size = le32(ev + 9);
+        if (size < 19) {
+            status = 1;
+            break;
+        }
+        Py_ssize_t ev_end = pos + (Py_ssize_t)size;
+        if (ev_end > end)
+            break;
+        /* A STOP_AFTER event's CRC is left to the decoder (it may be a new FDE). */
+        if (how[type] != 2 && crc) {
+            int error = 0;
+            if (!event_crc_ok_residue(ev, size, &error)) {
+                if (error)
+                    goto done;
+                status = 2;
+                break;
+            }
+        }
+        if (how[type] == 1 || how[type] == 2) {
+            PyObject *item = Py_BuildValue("(inn)", (int)type, pos, ev_end);
+            if (item == NULL)
+                goto done;
+            int failed = PyList_Append(events, item);
+            Py_DECREF(item);
+            if (failed)
+                goto done;
+        }
+        pos = ev_end;
+        if (how[type] == 2)
+            break;
+    }
+    result = Py_BuildValue("(Oni)", events, pos, status);
+done:
+    Py_XDECREF(events);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&keep);
+    return result;
+}
+
 static PyObject *py_crc32(PyObject *self, PyObject *args)
 {
     Py_buffer data;
@@ -167,13 +245,15 @@ static PyObject *py_crc32(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"take_run", take_run, METH_VARARGS, "Take the run of ordinary events (see module doc)."},
+    {"walk_events", walk_events, METH_VARARGS,
+     "Walk whole events, checking CRC32s, returning the ones to look at (rows/walk.py)."},
     {"crc32", py_crc32, METH_VARARGS, "CRC32 (IEEE), as zlib.crc32(data)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "binrelay._speedups",
-    "The relay's hot loop in C; relay/hotloop.py holds the Python specification.", -1, methods,
+    "Hot loops in C; relay/hotloop.py and rows/walk.py hold the Python specifications.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__speedups(void)

@@ -10,18 +10,18 @@ byte and size of each, keeps the state it needs (FDE, table maps, current GTID) 
 does not need are skipped without being copied; rare events that change state (FDE, Rotate,
 TRANSACTION_PAYLOAD) go through the shared :class:`EventDecoder`, so both paths agree.
 
-Every event's CRC32 is still checked (one ``zlib.crc32`` call per event).
+Every event's CRC32 is still checked, by the walk (:mod:`binrelay.rows.walk`) that also
+skips the events the scanner has no use for.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 
 from binrelay.binlog import constants as c
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError
-from binrelay.rows.decoder import _ROWS_TYPES, CRC32_RESIDUE, EventDecoder
+from binrelay.rows.decoder import _ROWS_TYPES, EventDecoder
 from binrelay.rows.events import (
     DELETE,
     INSERT,
@@ -32,6 +32,7 @@ from binrelay.rows.events import (
     iter_rows,
     new_location,
 )
+from binrelay.rows.walk import BAD_CRC, BAD_SIZE, keep_table, walk_events
 
 _TYPE_SIZE = struct.Struct("<BxxxxI")
 _MARIA_GTID = struct.Struct("<QI")
@@ -49,6 +50,8 @@ _KINDS.update({
     c.ROTATE_EVENT: _DELEGATE,
     c.TRANSACTION_PAYLOAD_EVENT: _DELEGATE,
 })
+_KEEP = keep_table((t for t, k in _KINDS.items() if k != _DELEGATE),
+                   (t for t, k in _KINDS.items() if k == _DELEGATE))
 
 
 class ChangeScanner:
@@ -75,31 +78,26 @@ class ChangeScanner:
             end = len(buf)
         dec = self.decoder
         path = self.path
-        view = memoryview(buf)
         kinds = _KINDS
-        crc32 = zlib.crc32
         new_change = _new_row_change
         self.stopped_at = pos
-        while end - pos >= _HEADER_LEN:
-            etype, size = _TYPE_SIZE.unpack_from(buf, pos + 4)
+        # Without an FDE nothing can be read but an FDE: the typed decoder takes events
+        # one at a time until it has one.
+        while dec.fde is None and end - pos >= _HEADER_LEN:
+            size = _TYPE_SIZE.unpack_from(buf, pos + 4)[1]
             if size < _HEADER_LEN:
-                raise BinlogFormatError(
-                    f"event size {size} is smaller than the {_HEADER_LEN}-byte header",
-                    path=path, offset=file_offset + pos)
-            ev_end = pos + size
-            if ev_end > end:
-                break
-            kind = kinds.get(etype)
-            if dec.fde is None or kind == _DELEGATE:
-                yield from self._delegate(bytes(view[pos:ev_end]), file_offset + pos,
-                                          file_offset + ev_end)
-            else:
-                cs = dec._checksum_len
-                if cs and self.verify_checksums and crc32(view[pos:ev_end]) != CRC32_RESIDUE:
-                    raise ChecksumMismatchError(
-                        f"CRC32 mismatch in {c.event_type_name(etype)} event", path=path,
-                        offset=file_offset + pos)
-                body_end = ev_end - cs
+                raise self._bad_size(size, file_offset + pos)
+            if pos + size > end:
+                return
+            yield from self._delegate(bytes(buf[pos:pos + size]), file_offset + pos,
+                                      file_offset + pos + size)
+            pos = self.stopped_at = pos + size
+        while True:
+            crc = bool(dec._checksum_len and self.verify_checksums)
+            events, stopped, status = walk_events(buf, pos, end, crc, _KEEP)
+            for etype, pos, ev_end in events:
+                kind = kinds[etype]
+                body_end = ev_end - dec._checksum_len
                 if kind == _ROWS:
                     try:
                         (table, op, _flags, _pr, _pa, _extra, partial, data, p, stop, first,
@@ -139,10 +137,29 @@ class ChangeScanner:
                     self.gtid = f"{domain}-{server_id}-{seq}"
                 elif kind == _MYSQL_GTID:
                     self.gtid = self._mysql_gtid(etype, buf, pos, body_end, file_offset)
-            pos = ev_end
-        self.stopped_at = pos
+                else:
+                    yield from self._delegate(bytes(buf[pos:ev_end]), file_offset + pos,
+                                              file_offset + ev_end)
+                self.stopped_at = ev_end
+            self.stopped_at = pos = stopped
+            if status == BAD_SIZE:
+                raise self._bad_size(_TYPE_SIZE.unpack_from(buf, pos + 4)[1],
+                                     file_offset + pos)
+            if status == BAD_CRC:
+                raise ChecksumMismatchError(
+                    f"CRC32 mismatch in {c.event_type_name(buf[pos + 4])} event", path=path,
+                    offset=file_offset + pos)
+            # The walk stops after an event that may change how the rest reads (a new FDE):
+            # go on with the decoder's new state; otherwise only a short tail is left.
+            if not events or kinds[events[-1][0]] != _DELEGATE:
+                return
 
     # --- helpers -----------------------------------------------------------------------------
+
+    def _bad_size(self, size: int, offset: int) -> BinlogFormatError:
+        return BinlogFormatError(
+            f"event size {size} is smaller than the {_HEADER_LEN}-byte header",
+            path=self.path, offset=offset)
 
     def _guard(self, fn, etype: int, offset: int, *args):  # type: ignore[no-untyped-def]
         try:
