@@ -10,15 +10,19 @@ the replica replicates the same upstream from its first binlog; both start from 
 first catch up with ``sysbench prepare`` (4 tables × 10000 rows) and a heartbeat table
 ``bench.hb``.
 
-Then, once per ``--rates`` value, sysbench ``oltp_write_only`` runs with 2 threads for
+Then, once per ``--rates`` value and per arrangement (``--arrangements``: binrelay alone,
+the replica alone, both at once), sysbench ``oltp_write_only`` runs with 2 threads for
 ``--seconds`` (``--rate``, 0 = unthrottled) while a probe commits
 ``REPLACE INTO bench.hb VALUES (1, <counter>, NOW(6))`` on the upstream every 100 ms (its
 commit time: when the autocommit statement returned) and one thread per downstream reads
 ``bench.hb`` every 10 ms; a counter's visibility time is the return of the first read that
-shows it or a later one.  Lag = visibility time − commit time, for binrelay's downstream and
-the replica at the same time, on the same clock.  After each phase both must show the last
-counter, and at the end ``CHECKSUM TABLE`` of every table must be equal on all three servers,
-or the benchmark fails instead of reporting.  Goal: binrelay's p99 ≤ 2 s (unthrottled).
+shows it or a later one.  Lag = visibility time − commit time, on one clock.  "Alone" means
+the other side is paused for the phase (the replica: ``STOP SLAVE``; binrelay: its relay
+and sync stopped with SIGTERM) and catches up afterwards: on a 2-core machine each side's
+CPU is otherwise the other's lag.  After each phase the measured sides must show the last
+counter, and at the end ``CHECKSUM TABLE`` of every table must be equal on all three
+servers, or the benchmark fails instead of reporting.  Goal: binrelay's p99 ≤ 2 s
+(unthrottled, binrelay alone with the workload).
 
 Writes its section of BENCHMARKS.md (unless ``--no-report``).
 """
@@ -42,14 +46,12 @@ from bench.common import (
     REPO_ROOT,
     BenchError,
     binrelay_cmd,
-    caught_up,
     facts_table,
     loadavg,
     log,
     machine_facts,
     make_workdir,
     md_table,
-    settled_master_status,
     tail,
     tree_cpu_seconds,
     update_section,
@@ -162,6 +164,7 @@ def pct(values: list[float], p: float) -> float:
 @dataclass
 class Phase:
     rate: int
+    arrangement: str  # "binrelay", "replica" or "both": who applies during the phase
     seconds: float
     transactions: int
     lags: dict[str, list[float]] = field(default_factory=dict)
@@ -230,23 +233,93 @@ def wait_converged(upstream: MariaDBServer, downstreams: dict[str, MariaDBServer
         time.sleep(0.5)
 
 
+# --------------------------------------------------------------------------- who runs
+
+
+ARRANGEMENTS = {"binrelay": ("binrelay",), "replica": ("replica",),
+                "both": ("binrelay", "replica")}
+
+
+class Sides:
+    """Starts and pauses the two sides: binrelay (its relay and sync processes) and the
+    native replica (its slave threads)."""
+
+    def __init__(self, workdir: Path, relay_cfg: Path, sync_cfg: Path,
+                 replica: MariaDBServer) -> None:
+        self.relay_cfg, self.sync_cfg, self.replica = relay_cfg, sync_cfg, replica
+        self.relay_log, self.sync_log = workdir / "relay.log", workdir / "sync.log"
+        self.procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+        self.replica_running = False
+
+    def run(self, names: tuple[str, ...]) -> None:
+        if "binrelay" in names and "binrelay sync" not in self.procs:
+            self.procs["binrelay relay"] = (
+                spawn(binrelay_cmd("relay", "--config", str(self.relay_cfg)),
+                      self.relay_log), self.relay_log)
+            self.procs["binrelay sync"] = (
+                spawn(binrelay_cmd("sync", "--config", str(self.sync_cfg)), self.sync_log),
+                self.sync_log)
+        if "binrelay" not in names:
+            self.stop_binrelay()
+        if ("replica" in names) != self.replica_running:
+            self.replica.execute("START SLAVE" if "replica" in names else "STOP SLAVE")
+            self.replica_running = "replica" in names
+
+    def stop_binrelay(self) -> None:
+        for name in ("binrelay sync", "binrelay relay"):
+            if name in self.procs:
+                proc, path = self.procs.pop(name)
+                rc = stop_process(proc, name, path)
+                if rc != 0:
+                    raise BenchError(f"{name} exited with {rc} on SIGTERM; log:\n{tail(path)}")
+
+
+def wait_caught_up(upstream: MariaDBServer, downstream: MariaDBServer, sides: Sides,
+                   names: tuple[str, ...]) -> None:
+    """Until the running sides have applied everything the upstream has (a paused side
+    catches up before it is measured again)."""
+    end = upstream.master_status()
+    deadline = time.monotonic() + CATCH_UP_TIMEOUT
+    with contextlib.closing(downstream.connect(autocommit=False)) as conn:
+        while True:
+            check_alive(sides.procs)
+            status = slave_status(sides.replica)
+            check_slave_errors(status)
+            cp = read_checkpoint(conn, PIPELINE)
+            at = {"replica": (status["Relay_Master_Log_File"],
+                              int(status["Exec_Master_Log_Pos"] or 0)),
+                  "binrelay": (cp.position.binlog_name, cp.position.binlog_pos) if cp else None}
+            if all(at[n] == end for n in names):
+                return
+            if time.monotonic() > deadline:
+                raise BenchError(f"{names} did not reach {end} in {CATCH_UP_TIMEOUT:.0f} s")
+            time.sleep(0.1)
+
+
 # --------------------------------------------------------------------------- one phase
 
 
-def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, watchers: dict[str, Watcher],
-              rate: int, seconds: float,
-              procs: dict[str, tuple[subprocess.Popen[bytes], Path]], replica: MariaDBServer,
-              sync_log: Path) -> Phase:
+def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, all_watchers: dict[str, Watcher],
+              rate: int, arrangement: str, seconds: float, sides: Sides) -> Phase:
+    names = ARRANGEMENTS[arrangement]
+    sides.run(names)
+    wait_caught_up(upstream, downstream, sides, names)
+    procs, replica, sync_log = sides.procs, sides.replica, sides.sync_log
+    watchers = {n: all_watchers[n] for n in names}
     note = wait_for_quiet(f"the {rate or 'unthrottled'} tps phase")
     first = max(w.last for w in watchers.values()) + 1
     probe = Probe(upstream, first)
     epoch0 = time.time()
     probe.start()
     log(f"phase: sysbench oltp_write_only, {THREADS} threads, {seconds:.0f} s,"
-        f" {'unthrottled' if not rate else f'{rate} tps'}")
-    roots = {"upstream": upstream.pid, "binrelay sync (driver, JVM, Python workers)":
-             procs["binrelay sync"][0].pid, "binrelay relay": procs["binrelay relay"][0].pid,
-             "binrelay's downstream": downstream.pid, "native replica": replica.pid}
+        f" {'unthrottled' if not rate else f'{rate} tps'}, applying: {' and '.join(names)}")
+    roots = {"upstream": upstream.pid}
+    if "binrelay" in names:
+        roots["binrelay's downstream"] = downstream.pid
+        roots["binrelay sync (driver, JVM, Python workers)"] = procs["binrelay sync"][0].pid
+        roots["binrelay relay"] = procs["binrelay relay"][0].pid
+    if "replica" in names:
+        roots["native replica"] = replica.pid
     roots = {k: v for k, v in roots.items() if v}
     cpu0 = tree_cpu_seconds(roots)
     t0 = time.perf_counter()
@@ -279,7 +352,7 @@ def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, watchers: dict
             status = slave_status(replica)
             check_slave_errors(status)
             now = time.perf_counter()
-            cp = read_checkpoint(conn, PIPELINE)
+            cp = read_checkpoint(conn, PIPELINE) if "binrelay" in names else None
             at = {"replica": (status["Relay_Master_Log_File"],
                               int(status["Exec_Master_Log_Pos"] or 0)),
                   "binrelay": (cp.position.binlog_name, cp.position.binlog_pos) if cp else None}
@@ -298,41 +371,63 @@ def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, watchers: dict
             for name, w in watchers.items()}
     epoch1 = time.time()
     batches = [b for b in batch_lines(sync_log.read_text(errors="replace"))
-               if epoch0 <= b.at <= epoch1]
+               if epoch0 <= b.at <= epoch1] if "binrelay" in names else []
     for name, values in lags.items():
         log(f"{name}: p50 {pct(values, 50):.2f} s, p99 {pct(values, 99):.2f} s, max"
             f" {max(values):.2f} s over {len(values)} heartbeats")
     cpu = {name: cpu1[name] - cpu0[name] for name in cpu1 if name in cpu0}
-    return Phase(rate, elapsed, transactions, lags, drain, batches,
+    return Phase(rate, arrangement, elapsed, transactions, lags, drain, batches,
                  1000 * sorted(probe.round_trips)[len(probe.round_trips) // 2], note, cpu)
 
 
 # --------------------------------------------------------------------------- report
 
 
+def _phase_label(ph: Phase) -> str:
+    return f"{'unthrottled' if not ph.rate else f'--rate={ph.rate}'}, {_ALONE[ph.arrangement]}"
+
+
+_ALONE = {"binrelay": "binrelay alone", "replica": "replica alone", "both": "both at once"}
+
+
+def _judged(phases: list[Phase]) -> Phase:
+    """The phase the goal is judged on: the first rate, binrelay alone (or both at once)."""
+    first_rate = [ph for ph in phases if ph.rate == phases[0].rate]
+    return next((ph for ph in first_rate if ph.arrangement == "binrelay"),
+                next(ph for ph in first_rate if "binrelay" in ph.lags))
+
+
 def report(args: argparse.Namespace, facts: dict[str, str], phases: list[Phase]) -> str:
-    main_phase = phases[0]
+    main_phase = _judged(phases)
     ours_p99 = pct(main_phase.lags["binrelay"], 99)
     verdict = "met" if ours_p99 <= GOAL else "NOT met"
+    same_rate = [ph for ph in phases if ph.rate == main_phase.rate]
+    others = [f"the native replica ({_ALONE[ph.arrangement]}): "
+              f"{pct(ph.lags['replica'], 99):.2f} s" for ph in same_rate if "replica" in ph.lags]
+    others += [f"binrelay with the replica at once: {pct(ph.lags['binrelay'], 99):.2f} s"
+               for ph in same_rate if ph is not main_phase and "binrelay" in ph.lags]
+    anchor_text = "; ".join(others) or "no other phase at this rate"
     rows: list[list[object]] = []
     for ph in phases:
         tps = ph.transactions / ph.seconds
-        load = f"{'unthrottled' if not ph.rate else f'--rate={ph.rate}'}: {tps:,.0f} tps"
         for name in ("binrelay", "replica"):
+            if name not in ph.lags:
+                continue
             v = ph.lags[name]
             label = "**binrelay sync**" if name == "binrelay" else "native replica"
-            rows.append([load, label, len(v), f"{pct(v, 50):.2f}", f"{pct(v, 90):.2f}",
-                         f"{pct(v, 99):.2f}", f"{max(v):.2f}", f"{ph.drain[name]:.1f}"])
-    table = md_table(["sysbench (2 threads)", "downstream", "heartbeats", "p50 s", "p90 s",
-                      "p99 s", "max s", "at the upstream's end after the workload, s"],
-                     rows)
+            rows.append([_phase_label(ph), f"{tps:,.0f}", label, len(v), f"{pct(v, 50):.2f}",
+                         f"{pct(v, 90):.2f}", f"{pct(v, 99):.2f}", f"{max(v):.2f}",
+                         f"{ph.drain[name]:.1f}"])
+    table = md_table(["phase (sysbench, 2 threads)", "tps", "downstream", "heartbeats",
+                      "p50 s", "p90 s", "p99 s", "max s",
+                      "at the upstream's end after the workload, s"], rows)
     batch_notes = []
     for ph in phases:
         gaps = [b.at - a.at for a, b in zip(ph.batches, ph.batches[1:], strict=False)]
         sizes = [b.end - b.start for b in ph.batches if b.end > b.start]
         if gaps and sizes:
             batch_notes.append(
-                f"  - {'unthrottled' if not ph.rate else f'--rate={ph.rate}'}:"
+                f"  - {_phase_label(ph)}:"
                 f" {len(ph.batches)} batches committed, one every {pct(gaps, 50):.2f} s"
                 f" (median; max {max(gaps):.2f} s), {pct(sizes, 50) / MIB:.2f} MiB of relay"
                 f" each (median; max {max(sizes) / MIB:.2f} MiB); probe round trip (median)"
@@ -341,13 +436,15 @@ def report(args: argparse.Namespace, facts: dict[str, str], phases: list[Phase])
     for ph in phases:
         if ph.cpu:
             cpu_notes.append(
-                f"  - {'unthrottled' if not ph.rate else f'--rate={ph.rate}'}"
+                f"  - {_phase_label(ph)}"
                 f" ({2 * ph.seconds:.0f} CPU-seconds on 2 cores): "
                 + ", ".join(f"{name} {sec:.1f}" for name, sec in
                             sorted(ph.cpu.items(), key=lambda kv: -kv[1])))
     notes = list(dict.fromkeys(ph.note for ph in phases if ph.note))
     cmd = (f"python -m bench.sync_lag --seconds {args.seconds:g} --rates"
            f" {' '.join(str(r) for r in args.rates)}"
+           + (f" --arrangements {' '.join(args.arrangements)}"
+              if args.arrangements != list(ARRANGEMENTS) else "")
            + (f" --partition-mib {args.partition_mib:g}" if args.partition_mib else ""))
     facts = {**facts, "Spark master / tasks": f"`{MASTER}` / {TASKS}",
              "load average at end": loadavg()}
@@ -356,9 +453,8 @@ def report(args: argparse.Namespace, facts: dict[str, str], phases: list[Phase])
 
 `{cmd}` ·
 goal: binrelay's p99 ≤ {GOAL:.0f} s under a running 2-thread sysbench
-({'unthrottled' if not main_phase.rate else f'--rate={main_phase.rate}'}) ·
-**verdict: {verdict}** (p99 {ours_p99:.2f} s; the native replica in the same run:
-{pct(main_phase.lags['replica'], 99):.2f} s)
+({_phase_label(main_phase)}) ·
+**verdict: {verdict}** (p99 {ours_p99:.2f} s. Same rate, p99: {anchor_text})
 
 {facts_table(facts)}
 
@@ -368,20 +464,24 @@ goal: binrelay's p99 ≤ {GOAL:.0f} s under a running 2-thread sysbench
   0`, MariaDB's default; `CHANGE MASTER TO` the upstream's first binlog), three sandbox
   servers on this machine; the downstreams with binlog off. `binrelay relay`
   (`relay-sync-interval = 0.1`, the default) and `binrelay sync --config F` (streaming:
-  `[sync] master = "{MASTER}"`, `tasks = {TASKS}`, default batch limits) run as processes
-  throughout; both downstreams first caught up with `sysbench prepare` ({TABLES} tables ×
-  {TABLE_SIZE} rows) from empty. Both sides are measured at the same time, under the same
-  load: the machine's 2 cores are shared by the upstream, sysbench, the relay, the sync
-  (its JVM and Python workers), the replica and the probe.
+  `[sync] master = "{MASTER}"`, `tasks = {TASKS}`, default batch limits) run as processes;
+  both downstreams first caught up with `sysbench prepare` ({TABLES} tables ×
+  {TABLE_SIZE} rows) from empty. Per rate, three phases of the same workload: binrelay
+  alone (the replica's slave threads stopped), the replica alone (binrelay's relay and
+  sync stopped with SIGTERM), both at once; before each, the sides that run caught up
+  with the upstream, a paused side catches up later. On this 2-core machine the upstream,
+  sysbench and the probe take most of the CPU (see below), and with both sides at once
+  each one's CPU is the other's lag: "alone" is a pipeline as it would be deployed.
 - Heartbeats: every {BEAT * 1000:.0f} ms the probe commits `REPLACE INTO bench.hb VALUES
   (1, <counter>, NOW(6))` on the upstream (autocommit; commit time = when the statement
   returned) while sysbench runs; a thread per downstream reads `bench.hb` every
   {POLL * 1000:.0f} ms (a read taking longer delays the next); a counter is visible at the
   return of the first read showing it or a later counter. Lag = visible − committed, on one
   monotonic clock; the poll interval bounds the error ({POLL * 1000:.0f} ms plus a read).
-- After each phase both downstreams showed the last counter and reached the upstream's end
-  position (the last column: the replica's `Exec_Master_Log_Pos`, binrelay's checkpoint,
-  polled every 50 ms from the moment sysbench and the probe had stopped), and at the end
+- After each phase the measured downstreams showed the last counter and reached the
+  upstream's end position (the last column: the replica's `Exec_Master_Log_Pos`,
+  binrelay's checkpoint, polled every 50 ms from the moment sysbench and the probe had
+  stopped), and at the end
   `CHECKSUM TABLE` of the {TABLES} sbtest tables and `bench.hb` was equal on all three
   servers.
 - binrelay's batches during each phase (from its `batch applied` log lines):
@@ -402,6 +502,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", type=int, nargs="+", default=[0, 1000],
                         help="sysbench --rate per phase, 0 = unthrottled (default 0 1000);"
                              " the goal is judged on the first")
+    parser.add_argument("--arrangements", nargs="+", choices=list(ARRANGEMENTS),
+                        default=list(ARRANGEMENTS),
+                        help="who applies during each rate's phases: binrelay alone, the"
+                             " replica alone, both at once (default: all three, in that"
+                             " order); the goal is judged on binrelay alone")
     parser.add_argument("--partition-mib", type=float, default=0.0,
                         help="[sync] partition-bytes in MiB (default: binrelay's default)")
     parser.add_argument("--no-report", action="store_true",
@@ -420,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
                                extra_args=DOWNSTREAM_ARGS)
     replica = MariaDBServer(workdir / "replica", server_id=3, template=template,
                             extra_args=DOWNSTREAM_ARGS)
-    procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+    sides: Sides | None = None
     watchers: dict[str, Watcher] = {}
     try:
         for server in (upstream, downstream, replica):
@@ -436,27 +541,15 @@ def main(argv: list[str] | None = None) -> int:
         relay_dir = workdir / "relay"
         relay_cfg = write_config(workdir / "relay.toml", upstream, relay_dir,
                                  relay_sync_interval=0.1)
-        relay_log = workdir / "relay.log"
-        procs["binrelay relay"] = (spawn(binrelay_cmd("relay", "--config", str(relay_cfg)),
-                                         relay_log), relay_log)
-        want = settled_master_status(upstream)
-        deadline = time.monotonic() + 120
-        while not caught_up(relay_dir, want):
-            check_alive(procs)
-            if time.monotonic() > deadline:
-                raise BenchError(f"the relay did not reach {want}; log:\n{tail(relay_log)}")
-            time.sleep(0.1)
         extra = {"partition-bytes": int(args.partition_mib * MIB)} if args.partition_mib else {}
         sync_cfg = sync_config(workdir / "sync.toml", upstream, relay_dir, downstream, **extra)
-        sync_log = workdir / "sync.log"
-        procs["binrelay sync"] = (spawn(binrelay_cmd("sync", "--config", str(sync_cfg)),
-                                        sync_log), sync_log)
+        sides = Sides(workdir, relay_cfg, sync_cfg, replica)
         change_master(replica, upstream, (first_binlog, 4), 0)
-        replica.execute("START SLAVE")
         log("waiting for both downstreams to catch up with the prepare")
         t0 = time.monotonic()
-        wait_converged(upstream, {"binrelay": downstream, "replica": replica}, procs, replica,
-                       CATCH_UP_TIMEOUT)
+        sides.run(("binrelay", "replica"))
+        wait_converged(upstream, {"binrelay": downstream, "replica": replica}, sides.procs,
+                       replica, CATCH_UP_TIMEOUT)
         log(f"both caught up ({time.monotonic() - t0:.0f} s)")
 
         watchers = {"binrelay": Watcher("binrelay", downstream),
@@ -469,19 +562,17 @@ def main(argv: list[str] | None = None) -> int:
                 raise BenchError("the watchers see no heartbeat row")
             time.sleep(0.1)
 
-        phases = [run_phase(upstream, downstream, watchers, rate, args.seconds, procs, replica,
-                            sync_log) for rate in args.rates]
+        phases = [run_phase(upstream, downstream, watchers, rate, arrangement, args.seconds,
+                            sides)
+                  for rate in args.rates for arrangement in args.arrangements]
 
-        final = wait_converged(upstream, {"binrelay": downstream, "replica": replica}, procs,
-                               replica, CATCH_UP_TIMEOUT)
+        sides.run(("binrelay", "replica"))
+        final = wait_converged(upstream, {"binrelay": downstream, "replica": replica},
+                               sides.procs, replica, CATCH_UP_TIMEOUT)
         log(f"converged: {final}")
         for w in watchers.values():
             w.stop.set()
-        for name in ("binrelay sync", "binrelay relay"):
-            proc, path = procs.pop(name)
-            rc = stop_process(proc, name, path)
-            if rc != 0:
-                raise BenchError(f"{name} exited with {rc} on SIGTERM; log:\n{tail(path)}")
+        sides.stop_binrelay()
 
         body = report(args, facts, phases)
         print(body)
@@ -491,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for w in watchers.values():
             w.stop.set()
-        for name, (proc, path) in procs.items():
+        for name, (proc, path) in (sides.procs.items() if sides else ()):
             with contextlib.suppress(Exception):
                 stop_process(proc, name, path, timeout=30)
         for server in (replica, downstream, upstream):
