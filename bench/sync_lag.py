@@ -46,6 +46,7 @@ from bench.common import (
     REPO_ROOT,
     BenchError,
     binrelay_cmd,
+    caught_up,
     facts_table,
     loadavg,
     log,
@@ -244,9 +245,10 @@ class Sides:
     """Starts and pauses the two sides: binrelay (its relay and sync processes) and the
     native replica (its slave threads)."""
 
-    def __init__(self, workdir: Path, relay_cfg: Path, sync_cfg: Path,
-                 replica: MariaDBServer) -> None:
+    def __init__(self, workdir: Path, relay_cfg: Path, sync_cfg: Path, relay_dir: Path,
+                 upstream: MariaDBServer, replica: MariaDBServer) -> None:
         self.relay_cfg, self.sync_cfg, self.replica = relay_cfg, sync_cfg, replica
+        self.relay_dir, self.upstream = relay_dir, upstream
         self.relay_log, self.sync_log = workdir / "relay.log", workdir / "sync.log"
         self.procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
         self.replica_running = False
@@ -256,6 +258,15 @@ class Sides:
             self.procs["binrelay relay"] = (
                 spawn(binrelay_cmd("relay", "--config", str(self.relay_cfg)),
                       self.relay_log), self.relay_log)
+            # The sync needs a relay dir to start on: let the relay catch up first.
+            want = self.upstream.master_status()
+            deadline = time.monotonic() + CATCH_UP_TIMEOUT
+            while not caught_up(self.relay_dir, want):
+                check_alive(self.procs)
+                if time.monotonic() > deadline:
+                    raise BenchError(f"the relay did not reach {want}; log:\n"
+                                     f"{tail(self.relay_log)}")
+                time.sleep(0.1)
             self.procs["binrelay sync"] = (
                 spawn(binrelay_cmd("sync", "--config", str(self.sync_cfg)), self.sync_log),
                 self.sync_log)
@@ -543,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                                  relay_sync_interval=0.1)
         extra = {"partition-bytes": int(args.partition_mib * MIB)} if args.partition_mib else {}
         sync_cfg = sync_config(workdir / "sync.toml", upstream, relay_dir, downstream, **extra)
-        sides = Sides(workdir, relay_cfg, sync_cfg, replica)
+        sides = Sides(workdir, relay_cfg, sync_cfg, relay_dir, upstream, replica)
         change_master(replica, upstream, (first_binlog, 4), 0)
         log("waiting for both downstreams to catch up with the prepare")
         t0 = time.monotonic()
