@@ -91,3 +91,34 @@ def test_purged_upstream_is_a_clear_error(mariadb_factory, tmp_path: Path) -> No
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert "purged" in last and "relay-binlog-name" in last, proc.stderr
+
+
+def test_a_configured_sync_is_registered_before_it_first_runs(mariadb_factory,
+                                                             tmp_path: Path) -> None:
+    """A new relay dir whose config has a [sync] pipeline starts with that pipeline as a
+    consumer at its first position: a purge for space (remain-space above what the disk
+    has) removes nothing the sync will need.  Without [sync]/[to], nobody is registered."""
+    import time
+
+    from binrelay.relay.consumers import list_consumers, unregister
+    from binrelay.relay.purge import purge_auto
+
+    server = mariadb_factory(server_id=1)
+    _three_files(server)
+    first = server.binlog_files()[0][0]
+    relay_once(tmp_path, server, tmp_path / "relay", "relay", sync={"pipeline": "p1"})
+    [held] = list_consumers(tmp_path / "relay")
+    assert (held.name, held.position.binlog_name, held.position.binlog_pos) == ("p1", first, 4)
+    relayed = list_binlogs(current_subdir(tmp_path / "relay"))
+    plan, freed = purge_auto(tmp_path / "relay", now=time.time(), expires_hours=1,
+                             remain_gb=10**6, gc_applied=True)
+    assert plan.empty and freed == 0
+    assert list_binlogs(current_subdir(tmp_path / "relay")) == relayed
+    # Once only, for a new relay dir: unregistered, it stays so across relay restarts.
+    assert unregister(tmp_path / "relay", "p1")
+    server.execute("INSERT INTO d.t (v) VALUES ('y')")
+    relay_once(tmp_path, server, tmp_path / "relay", "relay2", sync={"pipeline": "p1"})
+    assert list_consumers(tmp_path / "relay") == []
+
+    relay_once(tmp_path, server, tmp_path / "plain", "plain")
+    assert list_consumers(tmp_path / "plain") == []

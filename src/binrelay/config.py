@@ -114,6 +114,9 @@ class Config:
     #: The file the values came from.  ``load_config`` stores it absolute so that
     #: :meth:`resolve_relay_dir` does not depend on the current directory at call time.
     source_path: str = ""
+    #: Whether the file has a ``[to]`` or ``[sync]`` table: a sync pipeline will read this
+    #: relay dir (the relay then protects its files from purge before the sync first runs).
+    sync_configured: bool = False
 
     def resolve_relay_dir(self) -> Path:
         """The relay directory as an absolute path.
@@ -638,7 +641,8 @@ def parse_config(
     except ConfigError as err:
         # Built without the file name so that the helpers above stay short; prefixed once here.
         raise ConfigError(f"config {source}: {err.message}", hint=err.hint) from None
-    return Config(**values, source_path=source)
+    return Config(**values, source_path=source,
+                  sync_configured="to" in data or "sync" in data)
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:

@@ -37,9 +37,11 @@ from binrelay.errors import (
 )
 from binrelay.gtid import MariaGtidSet, MysqlGtidSet, parse_gtid_set
 from binrelay.metrics import RelayFigures
+from binrelay.relay import consumers
 from binrelay.relay.layout import RelayMeta, binlog_sort_key
 from binrelay.relay.livestatus import CONNECTING, RECONNECTING, RELAYING, STOPPED, RelayLiveStatus
 from binrelay.relay.monitor import RelayMonitor
+from binrelay.relay.position import RelayPosition
 from binrelay.relay.purge import purge_auto
 from binrelay.relay.recovery import recover_subdir
 from binrelay.relay.relaydir import RelayDir
@@ -332,9 +334,22 @@ class RelayService:
                 name = session.binlog_files()[0].name
             gtids = carried_gtids
         subdir = self.relay_dir.add_subdir(info.identity, RelayMeta(name, 4, gtids))
+        if current is None and self.config.sync_configured:
+            self._hold_for_sync(RelayPosition(subdir, name, 4))
         meta = self.relay_dir.meta(subdir)
         assert meta is not None
         return subdir, meta
+
+    def _hold_for_sync(self, first: RelayPosition) -> None:
+        """A new relay dir whose config names a sync pipeline: register that pipeline as a
+        consumer at the very first position, so that no purge (a low ``remain-space`` in
+        particular) removes what the sync will need before it first runs and registers
+        itself.  Only here, once: a consumer unregistered later stays unregistered."""
+        name = self.config.sync.pipeline
+        if not any(c.name == name for c in consumers.list_consumers(self.relay_dir.root)):
+            consumers.register(self.relay_dir.root, name, first)
+            log.info("registered the sync pipeline as a relay consumer until it runs",
+                     extra={"consumer": name, "position": str(first)})
 
     def _fresh_start(self, session: UpstreamSession, info: ServerInfo,
                      server_id: int) -> tuple[str, str]:
