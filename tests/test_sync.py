@@ -266,3 +266,50 @@ def test_kill_9_of_sync_at_random_moments(pipeline_env, tmp_path: Path) -> None:
     cp = checkpoint()
     assert cp is not None and cp.consistent
     assert checksums(downstream) == want
+
+
+def _listening(ip: str) -> bool:
+    """Whether some socket of this network namespace listens on IPv4 ``ip``, or on its
+    IPv4-mapped IPv6 form (Java's sockets are dual-stack), per /proc/net/tcp{,6}."""
+    v4 = "".join(f"{int(part):02X}" for part in reversed(ip.split(".")))
+    wanted = {v4, "0000000000000000FFFF0000" + v4}
+    for table in ("tcp", "tcp6"):
+        path = Path("/proc/net") / table
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            if state == "0A" and local.split(":")[0] in wanted:  # 0A: LISTEN
+                return True
+    return False
+
+
+def test_driver_host_is_where_the_driver_listens(pipeline_env, tmp_path: Path) -> None:
+    """[sync] driver-host: the driver binds that address (127.0.0.2, another loopback address,
+    stands in for a LAN one) and the sync works as usual."""
+    import signal
+
+    upstream, downstream, relay_dir, _config = pipeline_env
+    upstream.execute("CREATE DATABASE d")
+    upstream.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v INT)")
+    upstream.execute("INSERT INTO d.t VALUES (1, 5), (2, 6)")
+    config_path = write_config(
+        tmp_path / "host.toml", upstream, relay_dir, log_level="info",
+        to={"host": downstream.host, "port": downstream.port, "user": "root", "password": ""},
+        sync={"master": "local[2]", "driver-host": "127.0.0.2"})
+    relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
+    assert not _listening("127.0.0.2")
+    with (tmp_path / "sync.err").open("wb") as err:
+        proc = subprocess.Popen(binrelay_cmd("sync", "--config", str(config_path)),
+                                stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 120
+        while checksums(downstream) != checksums(upstream) and time.monotonic() < deadline:
+            assert proc.poll() is None, (tmp_path / "sync.err").read_text()[-2000:]
+            time.sleep(0.5)
+        assert checksums(downstream) == checksums(upstream)
+        assert _listening("127.0.0.2")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0
+    assert "driver=127.0.0.2:" in (tmp_path / "sync.err").read_text()

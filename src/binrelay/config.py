@@ -83,6 +83,7 @@ class SyncConfig:
     batch_transactions: int = 0
     tasks: int = 4
     partition_bytes: int = 16 << 20
+    driver_host: str = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -474,6 +475,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "partition-bytes": Field(_Int(1 << 16), 16 << 20,
                                  "Relay bytes one read partition (Spark task) decodes.",
                                  unit="bytes", default_doc="16777216"),
+        "driver-host": Field(_Str(nonempty=True), "127.0.0.1",
+                             "Address the Spark driver binds and gives its executors."),
     },
     "metrics": {
         "relay-addr": Field(

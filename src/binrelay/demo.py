@@ -185,7 +185,8 @@ def _sync(config: Any, report: DemoReport, echo: Callable[[str], None]) -> None:
     started = time.monotonic()
     # No progress bars: they would interleave with the demo's own lines on the terminal.
     spark = build_session(config.sync.master, app_name="binrelay-demo",
-                          conf={"spark.ui.showConsoleProgress": "false"})
+                          conf={"spark.ui.showConsoleProgress": "false"},
+                          driver_host=config.sync.driver_host)
     try:
         report.spark_start_seconds = time.monotonic() - started
 

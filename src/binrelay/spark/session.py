@@ -19,21 +19,24 @@ LOOPBACK = "127.0.0.1"
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def spark_env() -> None:
+def spark_env(local_ip: str = LOOPBACK) -> None:
     """Environment every Spark process of ours needs (set before the JVM starts)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    os.environ.setdefault("SPARK_LOCAL_IP", local_ip)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 def build_session(master: str = "local[*]", *, app_name: str = "binrelay",
-                  ui: bool = False, conf: dict[str, Any] | None = None) -> SparkSession:
-    spark_env()
+                  ui: bool = False, conf: dict[str, Any] | None = None,
+                  driver_host: str = LOOPBACK) -> SparkSession:
+    """``driver_host``: what the driver (and its block manager) binds and tells executors
+    to connect to; loopback unless executors run on other machines."""
+    spark_env(driver_host)
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.driver.bindAddress", LOOPBACK)
-               .config("spark.driver.host", LOOPBACK)
+               .config("spark.driver.bindAddress", driver_host)
+               .config("spark.driver.host", driver_host)
                .config("spark.ui.enabled", "true" if ui else "false")
                .config("spark.ui.host", LOOPBACK)
                .config("spark.sql.shuffle.partitions", "8")

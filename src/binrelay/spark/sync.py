@@ -236,8 +236,13 @@ class SyncPipeline:
         if self._spark is None:
             from binrelay.spark.session import build_session
 
-            self._spark = build_session(self.sync.master, app_name=f"binrelay-{self.name}")
-            _warm_up(self._spark.sparkContext)
+            self._spark = build_session(self.sync.master, app_name=f"binrelay-{self.name}",
+                                        driver_host=self.sync.driver_host)
+            sc = self._spark.sparkContext
+            log.info("spark driver started", extra={
+                "master": sc.master, "driver": f"{sc.getConf().get('spark.driver.host')}:"
+                                               f"{sc.getConf().get('spark.driver.port')}"})
+            _warm_up(sc)
         return self._spark
 
     @property
