@@ -285,6 +285,17 @@ class Sides:
                     raise BenchError(f"{name} exited with {rc} on SIGTERM; log:\n{tail(path)}")
 
 
+def applied_positions(replica: MariaDBServer, conn: object, names: tuple[str, ...]
+                      ) -> dict[str, tuple[str, int] | None]:
+    """Upstream binlog position each side has applied up to: the replica's
+    ``Exec_Master_Log_Pos``, binrelay's checkpoint (read on ``conn``, only when it runs)."""
+    status = slave_status(replica)
+    check_slave_errors(status)
+    cp = read_checkpoint(conn, PIPELINE) if "binrelay" in names else None
+    return {"replica": (status["Relay_Master_Log_File"], int(status["Exec_Master_Log_Pos"] or 0)),
+            "binrelay": (cp.position.binlog_name, cp.position.binlog_pos) if cp else None}
+
+
 def wait_caught_up(upstream: MariaDBServer, downstream: MariaDBServer, sides: Sides,
                    names: tuple[str, ...]) -> None:
     """Until the running sides have applied everything the upstream has (a paused side
@@ -294,12 +305,7 @@ def wait_caught_up(upstream: MariaDBServer, downstream: MariaDBServer, sides: Si
     with contextlib.closing(downstream.connect(autocommit=False)) as conn:
         while True:
             check_alive(sides.procs)
-            status = slave_status(sides.replica)
-            check_slave_errors(status)
-            cp = read_checkpoint(conn, PIPELINE)
-            at = {"replica": (status["Relay_Master_Log_File"],
-                              int(status["Exec_Master_Log_Pos"] or 0)),
-                  "binrelay": (cp.position.binlog_name, cp.position.binlog_pos) if cp else None}
+            at = applied_positions(sides.replica, conn, names)
             if all(at[n] == end for n in names):
                 return
             if time.monotonic() > deadline:
@@ -360,13 +366,8 @@ def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, all_watchers: 
     with contextlib.closing(downstream.connect(autocommit=False)) as conn:
         while len(drain) < len(watchers) or any(w.last < last for w in watchers.values()):
             check_alive(procs)
-            status = slave_status(replica)
-            check_slave_errors(status)
             now = time.perf_counter()
-            cp = read_checkpoint(conn, PIPELINE) if "binrelay" in names else None
-            at = {"replica": (status["Relay_Master_Log_File"],
-                              int(status["Exec_Master_Log_Pos"] or 0)),
-                  "binrelay": (cp.position.binlog_name, cp.position.binlog_pos) if cp else None}
+            at = applied_positions(replica, conn, names)
             for name, w in watchers.items():
                 if w.error:
                     raise BenchError(f"watcher {name} failed: {w.error!r}")
