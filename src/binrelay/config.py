@@ -84,6 +84,7 @@ class SyncConfig:
     tasks: int = 4
     partition_bytes: int = 16 << 20
     driver_host: str = "127.0.0.1"
+    mode: str = "concurrent"
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ class Config:
     relay_binlog_gtid: str = ""
     server_id: int = 0
     log_level: str = "info"
+    #: As written in the file ("" = stderr); see :meth:`resolve_log_file`.
+    log_file: str = ""
     relay_sync_interval: float = 0.1
     from_: FromConfig = field(default_factory=FromConfig)
     purge: PurgeConfig = field(default_factory=PurgeConfig)
@@ -131,6 +134,18 @@ class Config:
             return relay_dir
         base = Path(self.source_path).parent if self.source_path else Path()
         return (base / relay_dir).absolute()
+
+    def resolve_log_file(self) -> Path | None:
+        """Where the log goes: None for stderr, else an absolute path, a relative
+        ``log-file`` taken relative to the configuration file's directory as ``relay-dir``
+        is."""
+        if not self.log_file:
+            return None
+        log_file = Path(os.path.expanduser(self.log_file))
+        if log_file.is_absolute():
+            return log_file
+        base = Path(self.source_path).parent if self.source_path else Path()
+        return (base / log_file).absolute()
 
 
 # --------------------------------------------------------------------------- validators
@@ -411,6 +426,11 @@ SCHEMA: dict[str, dict[str, Field]] = {
             _Choice(("debug", "info", "warn", "error")), "info",
             "Least severe log message that is written.",
         ),
+        "log-file": Field(
+            _Str(), "",
+            "File the log is appended to instead of stderr; a relative path is taken "
+            "relative to the directory of the configuration file. Empty means stderr.",
+        ),
         "relay-sync-interval": Field(
             _Float(0), 0.1,
             "How long relayed data may wait before the grouped fsync at a transaction end; "
@@ -477,6 +497,10 @@ SCHEMA: dict[str, dict[str, Field]] = {
                                  unit="bytes", default_doc="16777216"),
         "driver-host": Field(_Str(nonempty=True), "127.0.0.1",
                              "Address the Spark driver binds and gives its executors."),
+        "mode": Field(_Choice(("concurrent", "strict")), "concurrent",
+                      "concurrent: batches applied in parallel, consistent at batch ends; "
+                      "strict: every upstream transaction in relay order, each with its "
+                      "checkpoint (consistent after every transaction; one connection)."),
     },
     "metrics": {
         "relay-addr": Field(

@@ -161,6 +161,13 @@ class CheckpointError(ApplyError):
     hint = "run `binrelay recover` to finish the batch in flight before starting a new one"
 
 
+class UnfaithfulApplyError(ApplyError):
+    """Applying would not give what a replica gets (a downstream trigger would fire again,
+    a statement would miss the upstream's triggers...): binrelay stops instead."""
+
+    code = "BR5004"
+
+
 class DownstreamError(ApplyError):
     """The downstream server refused or broke an apply session."""
 
@@ -213,3 +220,20 @@ class DownstreamDdlError(DownstreamError):
 
     code = "BR5106"
     hint = "apply the DDL by hand (or fix what blocks it) and run again"
+
+
+class SparkError(BinrelayError):
+    """Spark itself failed: its driver JVM did not start, or a job failed for a reason that is
+    not one of ours (an executor or Python worker lost, out of memory)."""
+
+    code = "BR5201"
+    hint = ('Spark\'s own messages are in the log (log-level = "debug"); run again: the batch '
+            "in flight is replayed")
+
+
+class InternalError(BinrelayError):
+    """An exception binrelay did not expect, on the driver or in a Spark task: a bug."""
+
+    code = "BR0001"
+    hint = ('this is a bug: the traceback is in the log (log-level = "debug"); report it with '
+            "that traceback")

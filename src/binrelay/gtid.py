@@ -472,3 +472,36 @@ def parse_gtid_set(text: str, flavor: str | None) -> GtidSet:
         return MariaGtidSet.parse(text)
     raise GtidError(f"unknown server flavor {flavor!r} for GTID set {_quote(text)}",
                     hint="use 'mysql' or 'mariadb'")
+
+
+def advance_gtid_set(text: str, gtids: Iterable[str]) -> str:
+    """The GTID set ``text`` after the transactions ``gtids`` (in relay order) applied.
+
+    The flavour is seen from the GTIDs themselves (``uuid:n`` or ``domain-server-seq``).
+    """
+    maria: list[MariaGtid] = []
+    mysql: dict[str, list[int]] = {}
+    for gtid in gtids:
+        if ":" in gtid:
+            uuid, _, gno = gtid.rpartition(":")
+            mysql.setdefault(uuid, []).append(int(gno))
+        else:
+            maria.append(MariaGtid.parse(gtid))
+    if not maria and not mysql:
+        return text
+    if maria:
+        result: GtidSet = parse_gtid_set(text, "mariadb")
+        for g in maria:
+            result = result.add(g)  # type: ignore[union-attr, arg-type]
+        return str(result)
+    base = parse_gtid_set(text, "mysql")
+    for uuid, gnos in mysql.items():
+        gnos.sort()
+        first = prev = gnos[0]
+        for gno in gnos[1:]:
+            if gno != prev + 1:
+                base = base.union(MysqlGtidSet.parse(f"{uuid}:{first}-{prev}"))  # type: ignore
+                first = gno
+            prev = gno
+        base = base.union(MysqlGtidSet.parse(f"{uuid}:{first}-{prev}"))  # type: ignore
+    return str(base)

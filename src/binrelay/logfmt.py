@@ -12,6 +12,7 @@ in the finished line, whichever way it got there (a message, an argument, an exc
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import time
@@ -92,16 +93,25 @@ class LogfmtFormatter(logging.Formatter):
 
 
 def setup_logging(level: str, *, secrets: Iterable[str] = (),
-                  stream: TextIO | None = None) -> None:
+                  stream: TextIO | None = None,
+                  path: str | os.PathLike[str] | None = None) -> None:
     """Send every ``binrelay`` (and library) record at ``level`` or above to ``stream``
-    (stderr) as logfmt, masking ``secrets``.  Replaces handlers set up before."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    (stderr), or appended to the file ``path``, as logfmt, masking ``secrets``.  Replaces
+    handlers set up before.  Raises OSError when ``path`` cannot be opened."""
+    handler: logging.Handler
+    if path is not None:
+        handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(stream or sys.stderr)
     mask = SecretMask()
     mask.add(secrets)
     handler.setFormatter(LogfmtFormatter(mask))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
+        if isinstance(old, logging.FileHandler):
+            # Set up by an earlier call: it would keep its file open.
+            old.close()
     root.addHandler(handler)
     root.setLevel(LEVELS.get(level, logging.INFO))
     # py4j logs every JVM round trip at DEBUG and INFO: noise, not events of note.

@@ -21,7 +21,7 @@ from pymysql.constants import CLIENT
 
 from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.checkpoint import CheckpointUpdate, TaskLedger, advance_in_transaction
-from binrelay.apply.plan import Delete, KeyedOp, PlanPart, Upsert
+from binrelay.apply.plan import FK_LINKED, Delete, KeyedOp, PlanPart, Upsert
 from binrelay.apply.sql import (
     MAX_STATEMENT_BYTES,
     MAX_STATEMENT_ROWS,
@@ -32,6 +32,7 @@ from binrelay.apply.sql import (
     quote_ident,
     rename_targets,
     replace_rows,
+    value_size,
 )
 from binrelay.errors import (
     ApplyError,
@@ -53,19 +54,23 @@ __all__ = [
     "part_statements",
 ]
 
-#: The session sql_mode. Like a replica's applier: NO_AUTO_VALUE_ON_ZERO so that a 0 in an
-#: AUTO_INCREMENT column stays 0; no NO_ZERO_DATE / NO_ZERO_IN_DATE and ALLOW_INVALID_DATES,
-#: so zero and invalid dates the upstream stored are stored again. Unlike MySQL's row
-#: applier we keep STRICT_ALL_TABLES: a value that does not fit the downstream column fails
-#: the batch instead of being silently truncated or replaced by a default. And never
+#: The session sql_mode, whatever the downstream's global one: a replica applies a row as
+#: the upstream stored it, so no strict mode (the ENUM error value '' and values stored
+#: under a non-strict upstream mode go in as they are), NO_AUTO_VALUE_ON_ZERO so that a 0
+#: in an AUTO_INCREMENT column stays 0, no NO_ZERO_DATE / NO_ZERO_IN_DATE and
+#: ALLOW_INVALID_DATES, so zero and invalid dates are stored again. Never
 #: NO_BACKSLASH_ESCAPES (PyMySQL escapes with backslashes) or ANSI_QUOTES.
-REPLICA_SQL_MODE = ("STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,ALLOW_INVALID_DATES,"
-                    "NO_ENGINE_SUBSTITUTION")
+REPLICA_SQL_MODE = "NO_AUTO_VALUE_ON_ZERO,ALLOW_INVALID_DATES,NO_ENGINE_SUBSTITUTION"
+
+#: The largest packet the protocol allows; the server's own max_allowed_packet is the
+#: limit that counts (PyMySQL's default of 16 MiB would refuse bigger rows client-side).
+_CLIENT_MAX_PACKET = 1 << 30
 
 _CONNECTION_ERRORS = frozenset({0, 1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055})
 _AUTH_ERRORS = frozenset({1044, 1045, 1142, 1143, 1227, 1370, 1698})
-_ROW_ERRORS = frozenset({1048, 1062, 1263, 1264, 1265, 1292, 1364, 1366, 1406, 1451, 1452,
-                         1586, 1690, 3819, 4025})
+_ROW_ERRORS = frozenset({1048, 1062, 1153, 1263, 1264, 1265, 1292, 1364, 1366, 1406, 1451,
+                         1452, 1586, 1690, 3819, 4025})
+_PACKET_TOO_LARGE = 1153
 _SCHEMA_ERRORS = frozenset({1049, 1054, 1109, 1146})
 _RETRY_ERRORS = frozenset({1205, 1213})
 
@@ -96,7 +101,7 @@ class Downstream:
                 host=self.host, port=self.port, user=self.user, password=self.password,
                 charset="utf8mb4", autocommit=False, connect_timeout=self.connect_timeout,
                 read_timeout=self.read_timeout, write_timeout=self.read_timeout,
-                client_flag=CLIENT.FOUND_ROWS,
+                client_flag=CLIENT.FOUND_ROWS, max_allowed_packet=_CLIENT_MAX_PACKET,
             )
         except pymysql.MySQLError as exc:
             raise _map_error(exc, f"connecting to {self.user}@{self.host}:{self.port}") from None
@@ -200,21 +205,49 @@ def _execute(cur: Any, st: Statement) -> int:
     return int(cur.execute(st.sql, st.params))
 
 
+def _packet_error(st: Statement, size: int, max_packet: int) -> DownstreamRowError:
+    return DownstreamRowError(
+        f"a row of {size} bytes does not fit the downstream's max_allowed_packet"
+        f" ({max_packet} bytes)", table=None if st.table is None else str(st.table),
+        position=st.positions[0] if st.positions else None,
+        hint="raise max_allowed_packet on the downstream (SET GLOBAL max_allowed_packet = …,"
+             " and in its configuration) to at least the upstream's, then run the sync again")
+
+
+def _check_packet(cur: Any, st: Statement, max_packet: int | None) -> None:
+    """Refuse, with a clear message, a statement the server would cut off (it answers
+    with a lost connection, which looks like an outage)."""
+    if max_packet is None or st.params is None or len(st.positions) > 1:
+        return  # multi-row statements are sized to fit; only one row can be too big
+    if sum(map(value_size, st.params)) + len(st.sql) < max_packet - _PACKET_SLACK:
+        return
+    size = len(cur.mogrify(st.sql, st.params).encode("utf-8", "surrogateescape"))
+    if size > max_packet - _PACKET_SLACK:
+        raise _packet_error(st, size, max_packet)
+
+
+#: Room for the packet's own header and the command byte.
+_PACKET_SLACK = 1024
+
+
 def _run(cur: Any, st: Statement, singles: Callable[[], Iterable[Statement]] | None = None,
-         action: str = "applying rows") -> None:
+         action: str = "applying rows", max_packet: int | None = None) -> None:
     """Execute ``st``; on a rejected row, find which one (``singles`` re-states the rows one
     per statement; the failed statement was rolled back, the transaction is still open and
     is rolled back by the caller). Retryable errors (deadlock, lock wait) pass through raw."""
     first = st.positions[0] if st.positions else None
+    _check_packet(cur, st, max_packet)
     try:
         matched = _execute(cur, st)
     except pymysql.MySQLError as exc:
         code = _errno(exc)
         if code in _RETRY_ERRORS:
             raise
+        if code == _PACKET_TOO_LARGE and max_packet is not None:
+            raise _packet_error(st, len(st.sql), max_packet) from None
         if code in _ROW_ERRORS and singles is not None and len(st.positions) > 1:
             for single in singles():
-                _run(cur, single, None, action)
+                _run(cur, single, None, action, max_packet)
             action += f" (one of {len(st.positions)} rows from this position on)"
         raise _map_error(exc, action, table=st.table, position=first) from None
     if st.expect_rows is not None and matched != st.expect_rows:
@@ -298,15 +331,47 @@ def part_statements(
     """What :func:`apply_plan_part` sends, in order (for inspection and tests)."""
     statements = [st for st, _ in _keyed_statements(part.ops, max_rows, max_bytes)]
     if part.ordered is not None:
-        statements += [st for st in map(change_statement, part.ordered.changes)
-                       if st is not None]
+        statements += ordered_statements(part.ordered.changes,
+                                         fk=part.ordered.reason == FK_LINKED)
     return statements
+
+
+def statement_bytes(max_packet: int | None) -> int:
+    """How big a multi-row statement may get for a server with this max_allowed_packet."""
+    if max_packet is None:
+        return MAX_STATEMENT_BYTES
+    return max(4096, min(MAX_STATEMENT_BYTES, max_packet - 64 * 1024))
+
+
+def ordered_statements(changes: Iterable[Change], *, fk: bool = False) -> list[Statement]:
+    """One table's (or one foreign key group's) changes as statements in relay order.
+
+    With ``fk`` (a group linked by foreign keys) the session's foreign key checks follow
+    each change's upstream flag, as a replica applies it, so that cascades happen here as
+    they did upstream; they are off again at the end.
+    """
+    out: list[Statement] = []
+    checks: bool | None = None  # unknown: a retried attempt may have left them on
+    for change in changes:
+        if fk and change.fk_checks != checks:
+            checks = change.fk_checks
+            out.append(_FK_ON if checks else _FK_OFF)
+        st = change_statement(change)
+        if st is not None:
+            out.append(st)
+    if checks:
+        out.append(_FK_OFF)
+    return out
+
+
+_FK_ON = Statement("SET SESSION foreign_key_checks = 1")
+_FK_OFF = Statement("SET SESSION foreign_key_checks = 0")
 
 
 def apply_plan_part(
     conn: Any, part: PlanPart, *, ledger: TaskLedger | None = None,
-    max_rows: int = MAX_STATEMENT_ROWS, max_bytes: int = MAX_STATEMENT_BYTES,
-    retries: int = 5,
+    max_rows: int = MAX_STATEMENT_ROWS, max_bytes: int | None = None,
+    retries: int = 5, max_packet: int | None = None,
 ) -> bool:
     """Apply one task's work in one downstream transaction. Returns False if ``ledger``
     shows the task already committed (nothing done), True otherwise.
@@ -319,22 +384,34 @@ def apply_plan_part(
         raise ApplyError("an ordered task needs a task ledger to run exactly once",
                          table=str(part.ordered.table),
                          hint="pass ledger=TaskLedger(pipeline, batch_id)")
+    if max_bytes is None:
+        max_bytes = statement_bytes(max_packet)
     keyed = _keyed_statements(part.ops, max_rows, max_bytes)
-    ordered = [] if part.ordered is None else [
-        st for st in map(change_statement, part.ordered.changes) if st is not None]
+    ordered = [] if part.ordered is None else ordered_statements(
+        part.ordered.changes, fk=part.ordered.reason == FK_LINKED)
 
     def body(cur: Any) -> bool | None:
         if ledger is not None and not _claim(cur, ledger, part.task_id):
             return None
         for st, singles in keyed:
-            _run(cur, st, singles, action)
+            _run(cur, st, singles, action, max_packet)
         for st in ordered:
-            _run(cur, st, None, action)
+            _run(cur, st, None, action, max_packet)
         return True
 
     action = f"applying task {part.task_id}"
-    done = _transaction(conn, body, action=action, retries=retries)
+    try:
+        done = _transaction(conn, body, action=action, retries=retries)
+    finally:
+        if part.ordered is not None and part.ordered.reason == FK_LINKED:
+            _restore_fk_checks(conn)
     return done is not None
+
+
+def _restore_fk_checks(conn: Any) -> None:
+    # A failed group replay may stop with checks on; the pooled session must not keep them.
+    with contextlib.suppress(pymysql.MySQLError), conn.cursor() as cur:
+        cur.execute(_FK_OFF.sql)
 
 
 def _claim(cur: Any, ledger: TaskLedger, task_id: str) -> bool:
@@ -391,9 +468,14 @@ class DdlResult:
 
 def apply_ddl(
     conn: Any, schema: str | None, statement: str, *, replay: bool = True,
-    position: tuple[int, ...] | None = None,
+    position: tuple[int, ...] | None = None, setup: Sequence[str] = (),
+    raw: bytes | None = None,
 ) -> DdlResult:
     """Run an upstream DDL statement as is, with ``schema`` as the default database.
+
+    ``setup``: SET statements giving the upstream session's context (sql_mode, time zone,
+    character sets, timestamp: ``apply.statement_sql``), run first and undone after;
+    ``raw``: the statement's exact bytes in that context's client character set.
 
     With ``replay`` (the DDL may have run before a crash, which a DDL's implicit commit
     allows), an error that says it already happened counts as done: per statement kind,
@@ -413,13 +495,23 @@ def apply_ddl(
                                                            "drop database"):
                     raise _ddl_error(exc, schema, statement, position) from None
         try:
-            cur.execute(statement)
+            for sql in setup:
+                if not sql.upper().startswith("USE "):  # done above, tolerantly
+                    cur.execute(sql)
+            cur.execute(statement if raw is None else raw)
         except pymysql.MySQLError as exc:
             code = _errno(exc)
             if replay and code in kind.done_errors and (
                     code != 1146 or _renamed_already(cur, statement, schema)):
                 return DdlResult(False, code, _server_message(exc))
             raise _ddl_error(exc, schema, statement, position) from None
+        finally:
+            if setup:
+                from binrelay.apply.statement_sql import reset_statements
+
+                with contextlib.suppress(pymysql.MySQLError):
+                    for sql in reset_statements():
+                        cur.execute(sql)
     conn.commit()
     return DdlResult(True)
 

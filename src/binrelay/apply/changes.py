@@ -51,6 +51,9 @@ class Change:
     before: tuple[Any, ...] | None
     after: tuple[Any, ...] | None
     position: tuple[int, ...]
+    #: Whether the upstream applied it with foreign key checks on (a rows event's
+    #: NO_FOREIGN_KEY_CHECKS flag clear); tables linked by foreign keys are replayed so.
+    fk_checks: bool = True
 
     def __post_init__(self) -> None:
         # Cheap shape checks only: these run once per row of a catch-up.

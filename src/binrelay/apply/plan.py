@@ -35,6 +35,7 @@ __all__ = [
     "Upsert",
     "batch_ordered_tables",
     "fold_key",
+    "group_ordered",
     "key_ops",
     "keyed_task_id",
     "later",
@@ -48,6 +49,8 @@ NO_KEY = "no primary or NOT NULL unique key"
 PARTIAL_IMAGE = "partial row image (binlog_row_image MINIMAL/NOBLOB)"
 FOLDED_KEYS = "key values that a case/accent/pad-insensitive collation may treat as equal"
 FORCED = "routed to an ordered task by the caller"
+FK_LINKED = ("linked by a foreign key (its changes may cascade: replayed in relay order with"
+             " its group, foreign key checks on)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +320,27 @@ def _net(changes: list[Change]) -> list[KeyedOp] | None:
             return None
     # Deletes before upserts of the same change: fewer REPLACE conflicts, same result.
     return sorted(last.values(), key=lambda op: (op.position, isinstance(op, Upsert)))
+
+
+def group_ordered(ordered: Iterable[OrderedTable],
+                  group_of: Any) -> list[OrderedTable]:
+    """Ordered tables of one foreign key group merged into one, in relay order, named by the
+    group (``group_of(table)``: the group's table, or None for a table of its own).
+
+    A cascade crosses tables, so a group's changes must be replayed in one sequence.
+    """
+    out: list[OrderedTable] = []
+    groups: dict[TableRef, list[OrderedTable]] = {}
+    for table in ordered:
+        group = group_of(table.table)
+        if group is None:
+            out.append(table)
+        else:
+            groups.setdefault(group, []).append(table)
+    for group, members in sorted(groups.items()):
+        changes = [ch for t in members for ch in t.changes]
+        out.append(OrderedTable(group, FK_LINKED, _relay_order(changes)))
+    return out
 
 
 def _relay_order(changes: list[Change]) -> tuple[Change, ...]:

@@ -28,6 +28,7 @@ __all__ = [
     "quote_table",
     "rename_targets",
     "replace_rows",
+    "trigger_ddl",
     "use_schema",
 ]
 
@@ -76,7 +77,7 @@ def use_schema(schema: str) -> Statement:
 # ---- multi-row statements for the keyed path --------------------------------------------
 
 
-def _value_size(value: Any) -> int:
+def value_size(value: Any) -> int:
     # Upper bound of the escaped literal: escaping at most doubles a string, plus quotes or
     # the _binary prefix; the bound only has to keep statements under max_allowed_packet.
     if isinstance(value, str):
@@ -93,7 +94,7 @@ def _chunks(
     row per statement at least, however big)."""
     start, size = 0, 0
     for i, row in enumerate(rows):
-        row_size = sum(map(_value_size, row)) + 2 * len(row) + 4
+        row_size = sum(map(value_size, row)) + 2 * len(row) + 4
         if i > start and (i - start >= max_rows or size + row_size > max_bytes):
             yield start, i
             start, size = i, 0
@@ -261,6 +262,23 @@ _RENAME_TABLE = re.compile(r"\s*RENAME\s+TABLES?\s+(.*?)\s*;?\s*$", re.IGNORECAS
 _ALTER_RENAME = re.compile(
     rf"\s*ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_QNAME}\s+.*?\bRENAME\s+(?:TO\s+|AS\s+)?"
     rf"(?!(?:COLUMN|INDEX|KEY)\b)({_QNAME})\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+
+
+_TRIGGER_DDL = re.compile(
+    rf"(CREATE)\s+(?:OR\s+REPLACE\s+)?(?:DEFINER\s*=\s*\S+\s+)?TRIGGER\s+"
+    rf"(?:IF\s+NOT\s+EXISTS\s+)?({_QNAME})|(DROP)\s+TRIGGER\s+(?:IF\s+EXISTS\s+)?({_QNAME})",
+    re.IGNORECASE)
+
+
+def trigger_ddl(statement: str, schema: str | None) -> tuple[str, TableRef | None] | None:
+    """``("create" | "drop", trigger name as schema.name)`` for trigger DDL, else None."""
+    body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
+    m = _TRIGGER_DDL.match(body)
+    if m is None:
+        return None
+    if m.group(1):
+        return "create", _split_qname(m.group(2), schema)
+    return "drop", _split_qname(m.group(4), schema)
 
 
 def _unquote(name: str) -> str:

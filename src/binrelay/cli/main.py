@@ -9,35 +9,66 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from binrelay import __version__
 from binrelay.config import Config, load_config
-from binrelay.errors import BinrelayError
+from binrelay.errors import BinrelayError, ConfigError
 from binrelay.logfmt import setup_logging
 
 log = logging.getLogger("binrelay")
 
 
-def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn our errors into one line on stderr and the error's exit status."""
+def _fail(exc: BinrelayError) -> NoReturn:
+    """The one line an error prints, and its exit status."""
+    # A message may quote a server's text, which may hold a line break: still one line.
+    line = " ".join(str(exc).splitlines())
+    click.echo(f"binrelay: error: {line}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def reports_errors(func: Callable[..., Any], *, all_errors: bool = False
+                   ) -> Callable[..., Any]:
+    """Turn our errors into one line on stderr and the error's exit status.
+
+    ``all_errors`` (the commands that run Spark): a failed Spark job is the error its task
+    raised (``binrelay.spark.failures``), and any other exception an internal error; one
+    line either way, the tracebacks in the log at debug level."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except BinrelayError as exc:
-            click.echo(f"binrelay: error: {exc}", err=True)
-            sys.exit(exc.exit_code)
+            log.debug("command failed", exc_info=exc)
+            _fail(exc)
+        except Exception as exc:
+            if not all_errors:
+                raise
+            # Imported here: it needs no pyspark, but only these commands need it at all.
+            from binrelay.spark.failures import unexpected_error
+
+            _fail(unexpected_error(exc))
 
     return wrapper
 
 
+def reports_all_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    return reports_errors(func, all_errors=True)
+
+
 def _load(path: str) -> Config:
     config = load_config(path)
-    setup_logging(config.log_level, secrets=(config.from_.password, config.to.password))
+    log_file = config.resolve_log_file()
+    try:
+        setup_logging(config.log_level, secrets=(config.from_.password, config.to.password),
+                      path=log_file)
+    except OSError as err:
+        raise ConfigError(f"config {config.source_path}: log-file: cannot open {log_file}: "
+                          f"{err.strerror or err}",
+                          hint="check that its directory exists and is writable") from None
     return config
 
 
@@ -134,7 +165,7 @@ def relay(config_path: str) -> None:
               help="TOML configuration file")
 @click.option("--until-caught-up", is_flag=True,
               help="apply everything relayed so far, then exit 0")
-@reports_errors
+@reports_all_errors
 def sync(config_path: str, until_caught_up: bool) -> None:
     """Apply the relay log to the downstream ([to]) on Spark, until stopped."""
     from binrelay.spark.sync import SyncPipeline
@@ -155,6 +186,7 @@ def sync(config_path: str, until_caught_up: bool) -> None:
     try:
         stats = pipeline.run(until_caught_up=until_caught_up)
     finally:
+        pipeline.close()
         for thing in closing:
             thing.close()
     click.echo(f"applied {stats.batches} batch(es): {stats.changes} row change(s), "
@@ -164,7 +196,7 @@ def sync(config_path: str, until_caught_up: bool) -> None:
 @main.command()
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
               help="TOML configuration file")
-@reports_errors
+@reports_all_errors
 def recover(config_path: str) -> None:
     """Bring the downstream back to a consistent state from the relay log (no upstream)."""
     from binrelay.spark.sync import recover as run_recover

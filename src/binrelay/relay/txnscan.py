@@ -9,6 +9,7 @@ they are durable relay data, and the readers that decode them verify checksums.
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,16 +26,32 @@ from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.scan import read_fde
 
 _TYPE_SIZE = struct.Struct("<BxxxxI")
+_MARIA_GTID = struct.Struct("<QI")
 _CHUNK = 4 << 20
 
-DML, DDL, OTHER = "dml", "ddl", "other"
+#: Transaction kinds.  DML: row changes only, which the concurrent apply may compact and
+#: reorder.  DDL: one statement that commits by itself.  SERIAL: a transaction that holds
+#: statements (statement-format or MIXED DML, ``CREATE TABLE ... SELECT``), which must be
+#: replayed as it is, in relay order.  XA_PREPARE: an XA transaction's prepared part, whose
+#: fate is decided by a later XA_END group (``XA COMMIT`` / ``XA ROLLBACK``).  OTHER:
+#: nothing to apply (GTID lists, rotations, an empty transaction).
+DML, DDL, SERIAL, XA_PREPARE, XA_END, OTHER = (
+    "dml", "ddl", "serial", "xa-prepare", "xa-end", "other")
+#: Kinds that are a batch of their own.
+BARRIERS = frozenset({DDL, SERIAL, XA_PREPARE})
 
 
 @dataclass(frozen=True, slots=True)
 class TxnEnd:
     start: int  # where the transaction (or standalone event) begins
     end: int  # where it ends: a position safe to cut at
-    kind: str  # DML (row changes), DDL (a statement that commits by itself), OTHER
+    kind: str  # one of the kinds above
+    #: The transaction's GTID ("0-1-5", "uuid:7"), None without GTIDs.
+    gtid: str | None = None
+    #: XA_PREPARE / XA_END: the XA transaction's id (:func:`xid_key`); XA_END: whether it
+    #: committed.
+    xid: str | None = None
+    committed: bool = False
 
 
 def transaction_ends(path: Path, start: int, stop: int, *,
@@ -53,6 +70,8 @@ def transaction_ends(path: Path, start: int, stop: int, *,
     pos = start
     txn_start = start
     saw_rows = False
+    saw_statement = False
+    gtid: str | None = None
     with open(path, "rb") as f:
         f.seek(start)
         buf = b""
@@ -84,6 +103,8 @@ def transaction_ends(path: Path, start: int, stop: int, *,
             if not tracker.in_transaction:
                 txn_start = pos
                 saw_rows = False
+                saw_statement = False
+                gtid = None
             if etype in IN_GROUP_TYPES:
                 if etype != c.TABLE_MAP_EVENT and etype not in _NOT_ROWS:
                     saw_rows = True
@@ -95,24 +116,102 @@ def transaction_ends(path: Path, start: int, stop: int, *,
                 buf = buf[off:] + f.read(max(_CHUNK, size - (len(buf) - off)))
                 base = pos
                 off = 0
+            event = buf[off : off + size]
             prefix = b""
             if needs_query_prefix(etype):
-                prefix = query_text_prefix(buf[off : off + size], checksum_len)
+                prefix = query_text_prefix(event, checksum_len)
             flags = 0
-            if etype == c.GTID_EVENT and len(buf) - off >= c.EVENT_HEADER_LEN + 13:
-                flags = buf[off + c.EVENT_HEADER_LEN + 12]
+            if etype == c.GTID_EVENT and len(event) >= c.EVENT_HEADER_LEN + 13:
+                flags = event[c.EVENT_HEADER_LEN + 12]
+                gtid = _maria_gtid(event)
+            elif etype == c.GTID_LOG_EVENT:
+                # (MySQL 8.4's tagged GTIDs are not followed here: the set stays untagged.)
+                gtid = _mysql_gtid(event)
+            was_in = tracker.in_transaction
             if tracker.feed(etype, maria_flags=flags, query_prefix=prefix):
-                if saw_rows or etype == c.TRANSACTION_PAYLOAD_EVENT:
+                xid = None
+                committed = False
+                if etype == c.XA_PREPARE_LOG_EVENT:
+                    kind = XA_PREPARE
+                    xid = _prepared_xid(event, checksum_len, path, pos)
+                elif needs_query_prefix(etype) and was_in and _is_xa_outcome(prefix):
+                    kind = XA_END
+                    text = query_text_prefix(event, checksum_len, limit=1024)
+                    xid, committed = _xa_outcome(text, path, pos)
+                elif saw_statement:
+                    kind = SERIAL
+                elif saw_rows or etype == c.TRANSACTION_PAYLOAD_EVENT:
                     kind = DML
                 elif needs_query_prefix(etype) and not is_transaction_control(prefix):
                     kind = DDL
                 else:
                     kind = OTHER
-                ends.append(TxnEnd(txn_start, pos + size, kind))
+                ends.append(TxnEnd(txn_start, pos + size, kind, gtid, xid, committed))
                 if enough_at is not None and pos + size >= enough_at:
                     break
+            elif needs_query_prefix(etype) and tracker.in_transaction and \
+                    not is_transaction_control(prefix):
+                # A statement inside a transaction: statement-format DML, or the CREATE of
+                # a CREATE TABLE ... SELECT whose rows follow.
+                saw_statement = True
             pos += size
     return ends
+
+
+def _maria_gtid(event: bytes | memoryview) -> str:
+    seq, domain = _MARIA_GTID.unpack_from(event, c.EVENT_HEADER_LEN)
+    server_id = int.from_bytes(event[5:9], "little")
+    return f"{domain}-{server_id}-{seq}"
+
+
+def _mysql_gtid(event: bytes | memoryview) -> str | None:
+    base = c.EVENT_HEADER_LEN
+    if len(event) < base + 25:
+        return None
+    h = bytes(event[base + 1:base + 17]).hex()
+    gno = int.from_bytes(event[base + 17:base + 25], "little", signed=True)
+    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}:{gno}"
+
+
+def xid_key(format_id: int, gtrid: bytes, bqual: bytes) -> str:
+    """An XA transaction id as one text, the same from the prepare event and the outcome."""
+    return f"X'{gtrid.hex()}',X'{bqual.hex()}',{format_id}"
+
+
+def _prepared_xid(event: bytes | memoryview, checksum_len: int, path: Path, pos: int) -> str:
+    # XA_PREPARE_LOG_EVENT body: one_phase (1), formatID (4), gtrid_length (4),
+    # bqual_length (4), then gtrid and bqual (MySQL's layout, which MariaDB took over).
+    base = c.EVENT_HEADER_LEN
+    end = len(event) - checksum_len
+    if end - base < 13:
+        raise BinlogFormatError("XA_PREPARE event truncated", path=str(path), offset=pos)
+    format_id, glen, blen = struct.unpack_from("<iII", event, base + 1)
+    if base + 13 + glen + blen > end or glen > 64 or blen > 64:
+        raise BinlogFormatError("XA_PREPARE event has an impossible XID", path=str(path),
+                                offset=pos)
+    data = bytes(event[base + 13:base + 13 + glen + blen])
+    return xid_key(format_id, data[:glen], data[glen:])
+
+
+def _is_xa_outcome(prefix: bytes) -> bool:
+    upper = prefix.lstrip().upper()
+    return upper.startswith((b"XA COMMIT", b"XA ROLLBACK")) and b"ONE PHASE" not in upper
+
+
+_XID_TEXT = re.compile(
+    rb"^\s*XA\s+(COMMIT|ROLLBACK)\s+X'([0-9A-Fa-f]*)'\s*,\s*X'([0-9A-Fa-f]*)'\s*,\s*(-?\d+)",
+    re.IGNORECASE)
+
+
+def _xa_outcome(text: bytes, path: Path, pos: int) -> tuple[str, bool]:
+    """``XA COMMIT X'..',X'..',n`` (how both servers log the outcome of a prepared XA)."""
+    m = _XID_TEXT.match(text)
+    if m is None:
+        raise BinlogFormatError(f"unexpected XA outcome statement {text[:80]!r}",
+                                path=str(path), offset=pos)
+    xid = xid_key(int(m.group(4)), bytes.fromhex(m.group(2).decode()),
+                  bytes.fromhex(m.group(3).decode()))
+    return xid, m.group(1).upper() == b"COMMIT"
 
 
 #: Events inside a group that are not row changes.

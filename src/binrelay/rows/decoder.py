@@ -31,6 +31,7 @@ from binrelay.binlog.events import (
     parse_format_description,
     verify_checksum,
 )
+from binrelay.binlog.statement import parse_intvar, parse_rand, parse_user_var
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError, IncompleteEventError
 from binrelay.gtid import MysqlGtidSet
 from binrelay.rows import compression
@@ -45,18 +46,21 @@ from binrelay.rows.events import (
     BinlogCheckpointEvent,
     Event,
     FormatDescriptionEvent,
+    IntvarEvent,
     MariadbGtidEvent,
     MariadbGtidListEvent,
     MysqlGtidEvent,
     OtherEvent,
     PreviousGtidsEvent,
     QueryEvent,
+    RandEvent,
     RotateEvent,
     RowsEvent,
     RowsQueryEvent,
     StopEvent,
     TableMapEvent,
     TransactionPayloadEvent,
+    UserVarEvent,
     XidEvent,
 )
 from binrelay.rows.tablemap import TableMap, parse_table_map
@@ -90,6 +94,8 @@ _ROWS_TYPES: dict[int, tuple[str, bool, bool, bool]] = {
 _DEFAULT_POST_HEADER = {
     c.QUERY_EVENT: 13, c.QUERY_COMPRESSED_EVENT: 13, c.EXECUTE_LOAD_QUERY_EVENT: 26,
     c.TABLE_MAP_EVENT: 8, c.ROTATE_EVENT: 8,
+    # Empty in every server so far; an FDE that announces one is obeyed.
+    c.INTVAR_EVENT: 0, c.RAND_EVENT: 0, c.USER_VAR_EVENT: 0,
     **{t: (10 if v2 else 8) for t, (_, v2, _, _) in _ROWS_TYPES.items()},
 }
 
@@ -155,6 +161,9 @@ class EventDecoder:
             c.QUERY_EVENT: self._query,
             c.QUERY_COMPRESSED_EVENT: self._query,
             c.XID_EVENT: self._xid,
+            c.INTVAR_EVENT: self._intvar,
+            c.RAND_EVENT: self._rand,
+            c.USER_VAR_EVENT: self._user_var,
             c.GTID_EVENT: self._maria_gtid,
             c.GTID_LIST_EVENT: self._maria_gtid_list,
             c.BINLOG_CHECKPOINT_EVENT: self._checkpoint,
@@ -293,13 +302,33 @@ class EventDecoder:
         compressed = header.event_type == c.QUERY_COMPRESSED_EVENT
         if compressed:
             raw = compression.maria_uncompress(raw)
+        # The status variables stay raw: parsing them is QueryEvent.status's job, for the
+        # few readers that replay statements (a MySQL BEGIN is a Query event per transaction).
         return _new_query(header, schema, _text(raw), thread_id, exec_time, error_code,
-                          compressed)
+                          compressed, raw, event[start - status_len:start], self._mariadb,
+                          None)
 
     def _xid(self, header: EventHeader, event: bytes, end: int) -> XidEvent:
         if end < _HEADER_LEN + 8:
             raise _Corrupt("truncated")
         return _new_xid(header, int.from_bytes(event[_HEADER_LEN:_HEADER_LEN + 8], "little"))
+
+    def _statement_body(self, header: EventHeader, event: bytes, end: int) -> bytes:
+        start = _HEADER_LEN + self._post_header.get(header.event_type, 0)
+        if start > end:
+            raise _Corrupt("truncated")
+        return event[start:end]
+
+    def _intvar(self, header: EventHeader, event: bytes, end: int) -> IntvarEvent:
+        kind, value = parse_intvar(self._statement_body(header, event, end))
+        return IntvarEvent(header, kind, value)
+
+    def _rand(self, header: EventHeader, event: bytes, end: int) -> RandEvent:
+        seed1, seed2 = parse_rand(self._statement_body(header, event, end))
+        return RandEvent(header, seed1, seed2)
+
+    def _user_var(self, header: EventHeader, event: bytes, end: int) -> UserVarEvent:
+        return UserVarEvent(header, parse_user_var(self._statement_body(header, event, end)))
 
     def _maria_gtid(self, header: EventHeader, event: bytes, end: int) -> MariadbGtidEvent:
         if end < _HEADER_LEN + 13:

@@ -15,6 +15,8 @@ from typing import Any
 
 from binrelay.binlog import constants as c
 from binrelay.binlog.events import EventHeader, FormatDescription
+from binrelay.binlog.statement import QueryStatus, UserVar, parse_status_vars
+from binrelay.errors import BinlogFormatError
 from binrelay.rows import mysqljson
 from binrelay.rows._fast import fast_new
 from binrelay.rows.compiler import ABSENT, JsonTree
@@ -45,7 +47,12 @@ class RotateEvent:
 
 @dataclass(frozen=True, slots=True)
 class QueryEvent:
-    """A statement: BEGIN/COMMIT, DDL, or DML under statement-based logging."""
+    """A statement: BEGIN/COMMIT, DDL, or DML under statement-based logging.
+
+    ``query`` is ``raw_query`` decoded as UTF-8 (undecodable bytes as lone surrogates); the
+    server runs ``raw_query`` in the character set the status variables name
+    (``status.charset[0]``), so replaying it means sending these bytes, not ``query``.
+    """
 
     header: EventHeader
     schema: str
@@ -55,6 +62,65 @@ class QueryEvent:
     error_code: int
     #: True when it came from a MariaDB QUERY_COMPRESSED_EVENT.
     compressed: bool = False
+    #: The statement exactly as logged (uncompressed).
+    raw_query: bytes = field(default=b"", repr=False)
+    #: The raw status-variables block; :attr:`status` parses it.
+    status_vars: bytes = field(default=b"", repr=False)
+    #: The upstream is MariaDB (the FDE said so): which status-variable codes exist.
+    mariadb: bool = False
+    _status: QueryStatus | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def status(self) -> QueryStatus:
+        """The parsed status variables (parsed on first use: most readers never need them).
+
+        Raises :class:`~binrelay.errors.BinlogFormatError` for a block that does not parse.
+        """
+        status = self._status
+        if status is None:
+            try:
+                status = parse_status_vars(self.status_vars, mariadb=self.mariadb)
+            except BinlogFormatError as exc:
+                h = self.header
+                raise BinlogFormatError(
+                    exc.reason, offset=h.start_pos if h.log_pos else None) from None
+            object.__setattr__(self, "_status", status)
+        return status
+
+
+@dataclass(frozen=True, slots=True)
+class IntvarEvent:
+    """INTVAR: the auto-increment context of the next statement."""
+
+    header: EventHeader
+    #: ``binlog.statement.LAST_INSERT_ID_EVENT`` (1) or ``INSERT_ID_EVENT`` (2).
+    kind: int
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class RandEvent:
+    """RAND: the seeds RAND() starts from in the next statement."""
+
+    header: EventHeader
+    seed1: int
+    seed2: int
+
+
+@dataclass(frozen=True, slots=True)
+class UserVarEvent:
+    """USER_VAR: the value of a user variable the next statement reads."""
+
+    header: EventHeader
+    var: UserVar
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    @property
+    def value(self) -> bytes | int | float | str | None:
+        return self.var.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +218,9 @@ class Location:
     pos: int
     end_pos: int
     gtid: str | None = None
+    #: The rows event's flags (``NO_FOREIGN_KEY_CHECKS_F``: the upstream session had
+    #: foreign_key_checks off, which a replica applies the row with too).
+    flags: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +367,7 @@ class StopEvent:
 
 @dataclass(frozen=True, slots=True)
 class OtherEvent:
-    """Any event this module does not interpret (INTVAR, USER_VAR, heartbeat, type 100 of
+    """Any event this module does not interpret (heartbeat, LOAD DATA blocks, type 100 of
     Aurora ...): header and raw body, passed through."""
 
     header: EventHeader
@@ -309,7 +378,8 @@ class OtherEvent:
         return c.event_type_name(self.header.event_type)
 
 
-Event = (FormatDescriptionEvent | RotateEvent | QueryEvent | XidEvent | MariadbGtidEvent
+Event = (FormatDescriptionEvent | RotateEvent | QueryEvent | IntvarEvent | RandEvent
+         | UserVarEvent | XidEvent | MariadbGtidEvent
          | MariadbGtidListEvent | BinlogCheckpointEvent | AnnotateRowsEvent | RowsQueryEvent
          | MysqlGtidEvent | PreviousGtidsEvent | TableMapEvent | RowsEvent
          | TransactionPayloadEvent | StopEvent | OtherEvent)

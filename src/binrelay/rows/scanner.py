@@ -100,14 +100,14 @@ class ChangeScanner:
                 body_end = ev_end - dec._checksum_len
                 if kind == _ROWS:
                     try:
-                        (table, op, _flags, _pr, _pa, _extra, partial, data, p, stop, first,
+                        (table, op, flags, _pr, _pa, _extra, partial, data, p, stop, first,
                          second) = dec._rows_setup(etype, buf, pos, body_end)
                     except BinlogFormatError:
                         raise
                     except Exception as exc:
                         raise self._error(etype, file_offset + pos, exc) from exc
                     where = new_location(path, file_offset + pos, file_offset + ev_end,
-                                         self.gtid)
+                                         self.gtid, flags)
                     try:
                         if op == INSERT:
                             while p < stop:
@@ -197,6 +197,7 @@ class ChangeScanner:
         elif etype == c.TRANSACTION_PAYLOAD_EVENT:
             for inner in ev.events():  # type: ignore[union-attr]
                 if isinstance(inner, RowsEvent):
-                    yield from inner.rows(Location(self.path, offset, end_offset, self.gtid))
+                    yield from inner.rows(Location(self.path, offset, end_offset, self.gtid,
+                                                   inner.flags))
         elif isinstance(ev, RowsEvent):  # only before any FDE
-            yield from ev.rows(Location(self.path, offset, end_offset, self.gtid))
+            yield from ev.rows(Location(self.path, offset, end_offset, self.gtid, ev.flags))

@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import ABSENT, DELETE, INSERT, UPDATE, Change, TableRef
 from binrelay.apply.plan import (
+    FK_LINKED,
     FOLDED_KEYS,
     NO_KEY,
     PARTIAL_IMAGE,
@@ -44,8 +46,9 @@ from binrelay.apply.plan import (
 )
 from binrelay.errors import ChangeError
 from binrelay.relay.layout import SubdirName, binlog_sort_key
+from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F
 from binrelay.spark.changes import image_params, to_param
-from binrelay.spark.decode import iter_segment_changes
+from binrelay.spark.decode import numbered_changes
 
 KEYED, RAW, STATS, FLAGS = 0, 1, 2, 3
 
@@ -63,6 +66,13 @@ class _Table:
     #: key values -> (position, image or None): the last operation on each key.
     last: dict[tuple[Any, ...], tuple[tuple[int, ...], Any]] = field(default_factory=dict)
     reason: str | None = None
+    #: What its changes are routed by when replayed in order: the table, or its foreign
+    #: key group (a group is replayed whole, in relay order, by one task).
+    route: TableRef | None = None
+
+
+#: Reasons known from the table alone, the same in every partition of a batch.
+_STATIC = frozenset({NO_KEY, FK_LINKED})
 
 
 _PLAIN = frozenset((int, str, bytes))
@@ -103,8 +113,10 @@ def _bad_key(table: _Table, position: tuple[int, ...]) -> ChangeError:
                        table=str(table.shape[0]), position=position)
 
 
-def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[int, Record]]:
+def compact_segment(relay_dir: str, segment: Any, tasks: int,
+                    rules: TableRules | None = None) -> Iterator[tuple[int, Record]]:
     """The partition's records, each with the apply task (of ``tasks``) it goes to."""
+    rules = rules or TableRules()
     by_map: dict[int, tuple[Any, _Table]] = {}
     by_ref: dict[TableRef, _Table] = {}
     raw: list[Change] = []
@@ -113,17 +125,18 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[
         tm = change.table
         found = by_map.get(id(tm))
         if found is None or found[0] is not tm:
-            found = (tm, _table_state(tm, by_ref))
+            found = (tm, _table_state(tm, by_ref, rules))
             by_map[id(tm)] = found
         table = found[1]
         op = change.op
         ops[op] += 1
         if table.reason is not None:
-            if table.reason == NO_KEY:
+            if table.reason in _STATIC:
                 convert = table.convert
-                raw.append(Change(table.shape[0], op, table.shape[1], (),
+                where = change.where
+                raw.append(Change(table.shape[0], op, table.shape[1], table.shape[2],
                                   convert(change.before), convert(change.after),
-                                  (*position, 0)))
+                                  (*position, 0), _fk_checks(where)))
             continue  # a late reason: re-read below
         keyof = table.keyof
         last = table.last
@@ -157,12 +170,16 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[
         text_keys = text_keys or text
         if table.reason is None and text and _folds_together(table.last):
             table.reason = FOLDED_KEYS
-        if table.reason is not None and table.reason != NO_KEY:
+        if table.reason is not None and table.reason not in _STATIC:
             redo.add(table.shape[0])
     if redo:
-        raw += [ch for ch in segment_changes(relay_dir, segment) if ch.table in redo]
+        raw += [ch for ch in segment_changes(relay_dir, segment, rules)
+                if ch.table in redo]
+    late = False
     for ch in raw:
-        yield partition_of(ch.table, (), tasks), (RAW, ch, by_ref[ch.table].reason)
+        table = by_ref[ch.table]
+        late = late or table.reason not in _STATIC
+        yield partition_of(table.route or ch.table, (), tasks), (RAW, ch, table.reason)
     for table in by_ref.values():
         if table.reason is not None:
             continue
@@ -174,18 +191,22 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int) -> Iterator[tuple[
     yield segment.start % tasks, (STATS, ops, ())
     # Every apply task learns whether the batch may have tables to replay in order (see
     # ``simple``); a few bytes per partition and task.
-    suspect = text_keys or bool(raw)
+    suspect = text_keys or late
     for target in range(tasks):
         yield target, (FLAGS, suspect, ())
 
 
-def _table_state(tm: Any, by_ref: dict[TableRef, _Table]) -> _Table:
+def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules) -> _Table:
     ref = TableRef(tm.schema, tm.table)
-    shape: Shape = (ref, tuple(tm.column_names), tuple(tm.primary_key))
+    shape, convert = table_shape(tm, rules)
     table = by_ref.get(ref)
     if table is None:
-        table = _Table(shape, image_params(tm), _key_function(shape[2], tm.columns))
-        if not shape[2]:
+        # keyof reads the decoded image, so it keeps the table map's key indexes.
+        table = _Table(shape, convert, _key_function(tuple(tm.primary_key), tm.columns))
+        group = rules.group_of(ref)
+        if group is not None:
+            table.reason, table.route = FK_LINKED, group
+        elif not shape[2]:
             table.reason = NO_KEY
         by_ref[ref] = table
     elif table.shape != shape:
@@ -193,6 +214,31 @@ def _table_state(tm: Any, by_ref: dict[TableRef, _Table]) -> _Table:
         raise ChangeError("the table's columns or key change within one batch (a batch "
                           "must not span a DDL)", table=str(ref))
     return table
+
+
+def table_shape(tm: Any, rules: TableRules) -> tuple[Shape, Any]:
+    """The table as statements write it, and ``image -> SQL parameters`` for it: generated
+    columns left out (the downstream computes them; assigning one is an error)."""
+    ref = TableRef(tm.schema, tm.table)
+    columns, key = tuple(tm.column_names), tuple(tm.primary_key)
+    convert = image_params(tm)
+    keep = rules.writable(ref, columns)
+    if keep is None or len(keep) == len(columns):
+        return (ref, columns, key), convert
+    if any(k not in keep for k in key):
+        raise ChangeError("a generated column is part of the table's key; binrelay cannot "
+                          "name its rows without writing it", table=str(ref))
+    index = {old: new for new, old in enumerate(keep)}
+
+    def project(image: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        full = convert(image)
+        return None if full is None else tuple([full[i] for i in keep])
+
+    return (ref, tuple(columns[i] for i in keep), tuple(index[k] for k in key)), project
+
+
+def _fk_checks(where: Any) -> bool:
+    return where is None or not where.flags & NO_FOREIGN_KEY_CHECKS_F
 
 
 def _text_key(last: dict[tuple[Any, ...], Any]) -> bool:
@@ -210,37 +256,44 @@ def _folds_together(last: dict[tuple[Any, ...], Any]) -> bool:
     return False
 
 
-def raw_records(relay_dir: str, segment: Any, tasks: int,
-                tables: dict[TableRef, str]) -> Iterator[tuple[int, Record]]:
+def raw_records(relay_dir: str, segment: Any, tasks: int, tables: dict[TableRef, str],
+                rules: TableRules | None = None) -> Iterator[tuple[int, Record]]:
     """The second, rare pass: ``tables``' changes of the partition as whole changes."""
-    for ch in segment_changes(relay_dir, segment):
+    rules = rules or TableRules()
+    for ch in segment_changes(relay_dir, segment, rules):
         if ch.table in tables:
-            yield partition_of(ch.table, (), tasks), (RAW, ch, tables[ch.table])
+            route = rules.group_of(ch.table) or ch.table
+            yield partition_of(route, (), tasks), (RAW, ch, tables[ch.table])
 
 
-def segment_changes(relay_dir: str, segment: Any) -> Iterator[Change]:
+def segment_changes(relay_dir: str, segment: Any,
+                    rules: TableRules | None = None) -> Iterator[Change]:
     """Every change of one relay partition as a :class:`Change` (for ordered replay).
 
     An update that changes the key becomes a delete of the old key and an insert of the new
-    one (positions ``(..., 0)`` and ``(..., 1)``).
+    one (positions ``(..., 0)`` and ``(..., 1)``), except in tables linked by foreign keys:
+    there a delete would fire ON DELETE actions where the upstream fired ON UPDATE ones.
     """
-    converters: dict[int, tuple[Any, Any, TableRef, tuple[str, ...], tuple[int, ...]]] = {}
+    rules = rules or TableRules()
+    converters: dict[int, tuple[Any, Any, TableRef, tuple[str, ...], tuple[int, ...],
+                                bool]] = {}
     for change, position in _numbered(relay_dir, segment):
         table = change.table
         cached = converters.get(id(table))
         if cached is None or cached[0] is not table:
-            cached = (table, image_params(table), TableRef(table.schema, table.table),
-                      tuple(table.column_names), tuple(table.primary_key))
+            (ref, columns, key), convert = table_shape(table, rules)
+            cached = (table, convert, ref, columns, key, rules.group_of(ref) is None)
             converters[id(table)] = cached
-        _t, convert, ref, columns, key = cached
+        _t, convert, ref, columns, key, split = cached
         before, after = convert(change.before), convert(change.after)
         op = change.op
-        if op == UPDATE and key and not any(v is ABSENT for v in after) and \
+        fk = _fk_checks(change.where)
+        if split and op == UPDATE and key and not any(v is ABSENT for v in after) and \
                 tuple(before[i] for i in key) != tuple(after[i] for i in key):
-            yield Change(ref, DELETE, columns, key, before, None, (*position, 0))
-            yield Change(ref, INSERT, columns, key, None, after, (*position, 1))
+            yield Change(ref, DELETE, columns, key, before, None, (*position, 0), fk)
+            yield Change(ref, INSERT, columns, key, None, after, (*position, 1), fk)
             continue
-        yield Change(ref, op, columns, key, before, after, (*position, 0))
+        yield Change(ref, op, columns, key, before, after, (*position, 0), fk)
 
 
 def _numbered(relay_dir: str, segment: Any) -> Iterator[tuple[Any, tuple[int, int, int, int]]]:
@@ -248,15 +301,8 @@ def _numbered(relay_dir: str, segment: Any) -> Iterator[tuple[Any, tuple[int, in
     offset, row within the event), increasing in relay order."""
     seq = SubdirName.parse(segment.subdir).seq
     file_no = binlog_sort_key(segment.file)[1]
-    last_where = None
-    row = 0
-    for change, _ts in iter_segment_changes(Path(relay_dir), segment):
-        where = change.where
-        if where is last_where:
-            row += 1
-        else:
-            last_where, row = where, 0
-        yield change, (seq, file_no, where.pos if where is not None else 0, row)
+    for change, _ts, pos, row in numbered_changes(Path(relay_dir), segment):
+        yield change, (seq, file_no, pos, row)
 
 
 # --- the apply side --------------------------------------------------------------------------

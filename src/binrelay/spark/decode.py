@@ -30,7 +30,7 @@ _HEADER = struct.Struct("<IBIIIH")
 _TS = struct.Struct("<I")
 
 
-def _fde_bytes(path: Path) -> bytes:
+def fde_bytes(path: Path) -> bytes:
     with open(path, "rb") as f:
         f.seek(4)
         head = f.read(c.EVENT_HEADER_LEN)
@@ -49,14 +49,7 @@ def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
         yield from _ddl_rows(path, segment)
         return
     rows = RowBuilder(segment.subdir, segment.file)
-    last_where = None
-    row = 0
-    for change, ts in iter_segment_changes(relay_dir, segment):
-        where = change.where
-        if where is last_where:
-            row += 1
-        else:
-            last_where, row = where, 0
+    for change, ts, _pos, row in numbered_changes(relay_dir, segment):
         rows.add_change(change, ts, row)
         if len(rows) >= _BATCH_ROWS:
             yield rows.flush()
@@ -64,11 +57,31 @@ def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
         yield rows.flush()
 
 
+def numbered_changes(relay_dir: Path, segment: Segment
+                     ) -> Iterator[tuple[Any, int, int, int]]:
+    """``(change, timestamp, event offset, row)``: (file, offset, row) is unique per change
+    and increases in relay order."""
+    last_where = None
+    last_pos = -1
+    row = 0
+    for change, ts in iter_segment_changes(relay_dir, segment):
+        where = change.where
+        if where is last_where:
+            row += 1
+        else:
+            pos = where.pos if where is not None else 0
+            # Rows events inside one MySQL TRANSACTION_PAYLOAD share the payload's offset:
+            # their rows keep counting.
+            row = row + 1 if pos == last_pos else 0
+            last_where, last_pos = where, pos
+        yield change, ts, last_pos, row
+
+
 def iter_segment_changes(relay_dir: Path, segment: Segment) -> Iterator[tuple[Any, int]]:
     """The row changes of a DML partition with their event's timestamp, in relay order."""
     path = relay_dir / segment.subdir / segment.file
     scanner = ChangeScanner(path=str(path))
-    for _ in scanner.scan(_fde_bytes(path), file_offset=4):
+    for _ in scanner.scan(fde_bytes(path), file_offset=4):
         pass
     with open(path, "rb") as f:
         f.seek(segment.start)
@@ -100,7 +113,7 @@ def _ddl_rows(path: Path, segment: Segment) -> Iterator[Any]:
     if fde is None:
         raise RelayDirError(f"relay file {path} has no valid binlog header")
     decoder = EventDecoder(path=str(path))
-    decoder.decode(_fde_bytes(path), 4)
+    decoder.decode(fde_bytes(path), 4)
     gtid: str | None = None
     with open(path, "rb") as f:
         for pos, raw in iter_events(f, segment.start, segment.stop,

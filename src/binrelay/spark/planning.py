@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from binrelay.binlog.framing import iter_events
 from binrelay.errors import RelayDirError
 from binrelay.relay.layout import (
     SubdirName,
@@ -24,7 +25,18 @@ from binrelay.relay.layout import (
     read_meta,
 )
 from binrelay.relay.position import RelayPosition
-from binrelay.relay.txnscan import DDL, DML, TxnEnd, transaction_ends
+from binrelay.relay.progress import Progress
+from binrelay.relay.scan import read_fde
+from binrelay.relay.txnscan import (
+    BARRIERS,
+    DDL,
+    DML,
+    SERIAL,
+    XA_END,
+    XA_PREPARE,
+    TxnEnd,
+    transaction_ends,
+)
 
 
 def to_offset(pos: RelayPosition) -> dict[str, Any]:
@@ -119,8 +131,17 @@ def advance(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
 def next_batch(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
                max_bytes: int | None = None, max_transactions: int | None = None,
                ddl_barrier: bool = True, target_bytes: int = 16 << 20,
+               gtids: list[str] | None = None,
                ) -> tuple[RelayPosition, list[Segment]]:
-    """:func:`advance` and :func:`plan_partitions` of its range in one scan of the relay."""
+    """:func:`advance` and :func:`plan_partitions` of its range in one scan of the relay.
+
+    ``gtids``, when given, receives the GTIDs of the batch's transactions in relay order.
+
+    Barriers (DDL, transactions holding statements, prepared XA transactions) are a batch
+    of their own.  A prepared XA transaction whose outcome (``XA COMMIT``/``XA ROLLBACK``)
+    is not relayed yet cannot be applied nor passed: the batch then ends before it, and
+    when it comes first the batch is empty (``start`` is returned).
+    """
     last = start
     taken_bytes = 0
     taken = 0
@@ -134,8 +155,12 @@ def next_batch(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
         done = False
         for txn in ends:
             moved = last != start
-            if ddl_barrier and txn.kind == DDL:
+            if ddl_barrier and txn.kind in BARRIERS:
                 if not moved:
+                    if txn.kind == XA_PREPARE and xa_outcome(
+                            relay_dir, RelayPosition(span.subdir, span.file, txn.end), end,
+                            txn.xid) is None:
+                        return start, []
                     accepted.append(txn)
                     last = RelayPosition(span.subdir, span.file, txn.end)
                 done = True
@@ -154,6 +179,8 @@ def next_batch(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
                     done = True
                     break
         out += _cut(span, span.start, accepted, target_bytes)
+        if gtids is not None:
+            gtids += [t.gtid for t in accepted if t.gtid is not None]
         if done:
             return last, out
         if budget is not None and ends and ends[-1].end >= budget and ends[-1].end < span.stop:
@@ -161,6 +188,33 @@ def next_batch(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
         if span.finished:
             last = RelayPosition(span.subdir, span.file, span.stop)
     return last, out
+
+
+def gtid_set_at(relay_dir: Path, pos: RelayPosition) -> str:
+    """The GTID set of the relay at ``pos`` (a transaction end): the file's starting set
+    (GTID_LIST / PREVIOUS_GTIDS) plus the GTIDs of its transactions before ``pos``."""
+    path = relay_dir / str(pos.subdir) / pos.binlog_name
+    fde = read_fde(path)
+    if fde is None:
+        return ""
+    progress = Progress(flavor="mariadb" if fde.is_mariadb else "mysql")
+    with open(path, "rb") as f:
+        for at, event in iter_events(f, 4, pos.binlog_pos, checksum_alg=fde.checksum_alg,
+                                     path=str(path)):
+            progress.feed(event, at + len(event), fde.checksum_len)
+    return progress.gtid_text()
+
+
+def xa_outcome(relay_dir: Path, after: RelayPosition, end: RelayPosition,
+               xid: str | None) -> bool | None:
+    """Whether the XA transaction ``xid`` prepared before ``after`` was committed (True) or
+    rolled back (False) in the relay up to ``end``; None when its outcome is not there yet."""
+    for span in spans(relay_dir, after, end):
+        path = relay_dir / str(span.subdir) / span.file
+        for txn in transaction_ends(path, span.start, span.stop):
+            if txn.kind == XA_END and txn.xid == xid:
+                return txn.committed
+    return None
 
 
 @dataclass(frozen=True)
@@ -171,7 +225,12 @@ class Segment:
     file: str
     start: int
     stop: int
-    kind: str  # "dml" or "ddl"
+    #: "dml" (row changes only), "ddl" (one statement), "serial" (a transaction replayed as
+    #: it is: statements, CREATE ... SELECT) or "xa" (a prepared XA transaction: applied,
+    #: in order, only if its outcome is a commit).
+    kind: str
+    #: The XA transaction id of an "xa" segment.
+    xid: str | None = None
 
 
 def plan_partitions(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
@@ -184,16 +243,20 @@ def plan_partitions(relay_dir: Path, start: RelayPosition, end: RelayPosition, *
     return out
 
 
+_SEGMENT_KIND = {DDL: "ddl", SERIAL: "serial", XA_PREPARE: "xa"}
+
+
 def _cut(span: Span, first: int, ends: list[TxnEnd], target_bytes: int) -> list[Segment]:
-    """Segments of ``span`` from ``first`` over these transactions: DDL alone, the rest in
-    runs of about ``target_bytes``."""
+    """Segments of ``span`` from ``first`` over these transactions: barriers alone, the
+    rest in runs of about ``target_bytes``."""
     out: list[Segment] = []
     seg_start = prev = first
     for txn in ends:
-        if txn.kind == DDL:
+        if txn.kind in BARRIERS:
             if prev > seg_start:
                 out.append(Segment(*span.path_parts, seg_start, prev, DML))
-            out.append(Segment(*span.path_parts, prev, txn.end, DDL))
+            out.append(Segment(*span.path_parts, prev, txn.end, _SEGMENT_KIND[txn.kind],
+                               txn.xid))
             seg_start = prev = txn.end
             continue
         prev = txn.end

@@ -4,19 +4,38 @@ Spark binds its driver and block manager to the machine's external address by de
 binrelay keeps every server it starts on 127.0.0.1 unless told otherwise, so the driver,
 block manager and (in tests) the UI-less session all bind to loopback, and executors run the
 venv's own Python.
+
+Nothing Spark's JVM prints reaches the terminal: its stdout and stderr (the JVM launcher's
+warnings, log4j, the Python workers' stderr, which the JVM copies to its own) go to the
+binrelay log at debug level, logger ``binrelay.spark.jvm``; our log4j2 configuration
+(``log4j2.properties`` next to this file) keeps Spark's part of it to warnings and errors.
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
+import logging
 import os
+import re
 import sys
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from binrelay.errors import SparkError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 LOOPBACK = "127.0.0.1"
+#: log4j2 configuration of the driver and executor JVMs (see the file).
+LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+jvm_log = logging.getLogger("binrelay.spark.jvm")
+_TELLING = re.compile(r"error|exception|no such file|not found|cannot|could not",
+                      re.IGNORECASE)
 
 
 def spark_env(local_ip: str = LOOPBACK) -> None:
@@ -24,6 +43,124 @@ def spark_env(local_ip: str = LOOPBACK) -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", local_ip)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def _log4j_option() -> str:
+    # Spark splits extraJavaOptions like a shell would: quote a path with blanks.
+    path = str(LOG4J2_CONFIG)
+    if " " in path:
+        path = f"'{path}'"
+    return f"-Dlog4j2.configurationFile={path}"
+
+
+def _conf_text(value: Any) -> str:
+    # As pyspark's builder writes values: Spark reads booleans in lower case only.
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def session_conf(master: str, app_name: str, *, ui: bool = False,
+                 driver_host: str = LOOPBACK) -> dict[str, str]:
+    """The configuration ``build_session`` gives Spark, before the caller's ``conf``."""
+    return {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.driver.bindAddress": driver_host,
+        "spark.driver.host": driver_host,
+        "spark.ui.enabled": "true" if ui else "false",
+        "spark.ui.host": LOOPBACK,
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.python.worker.reuse": "true",
+        # Over TCP, a task's input waits out the worker's delayed ACK: 40 ms of every task,
+        # measured, whatever its size (most of a streaming batch's latency when batches are
+        # small).  A Unix socket has no such wait.
+        "spark.python.unix.domain.socket.enabled": "true",
+        # Spark draws its stage bars on stderr even when it is not a terminal.
+        "spark.ui.showConsoleProgress": "false",
+        # The driver JVM only moves pickled bytes here (Python does the work): C1-only JIT
+        # and the serial collector start it ~1.4 s sooner (measured on 2 cores: 5.5 vs
+        # 6.9 s) at no cost the sync can see.  Our log4j2 file replaces Spark's default,
+        # which prints a banner on stderr whatever the log level.  Executors keep Spark's
+        # default: in local mode they are this JVM, and on a cluster they log (at info,
+        # which is what one reads there) into their worker's directory, never to ours.
+        "spark.driver.extraJavaOptions": f"{DRIVER_JAVA_OPTIONS} {_log4j_option()}",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+
+
+class JvmOutput:
+    """The driver JVM's stdout and stderr: each line to ``binrelay.spark.jvm`` at debug,
+    the last few kept to explain a JVM that does not start."""
+
+    def __init__(self, keep: int = 20) -> None:
+        self.tail: collections.deque[str] = collections.deque(maxlen=keep)
+        self._muted = False
+        # The JVM outlives us and talks while it stops; a daemon thread writing to a log
+        # stream while the interpreter shuts down can abort it ("could not acquire lock"),
+        # so from exit on its lines are read and dropped.
+        atexit.register(self._mute)
+        read_fd, self.write_fd = os.pipe()
+        self._thread = threading.Thread(target=self._forward, args=(read_fd,),
+                                        name="binrelay-spark-output", daemon=True)
+        self._thread.start()
+
+    def _forward(self, read_fd: int) -> None:
+        # A daemon thread: the JVM writes until it exits, which is after we do.  Reading
+        # must never stop early, or a full pipe would block the JVM's writes.
+        with os.fdopen(read_fd, "rb") as stream:
+            for raw in stream:
+                line = raw.decode("utf-8", "replace").rstrip()
+                if line and not self._muted:
+                    self.tail.append(line)
+                    jvm_log.debug(line)
+
+    def _mute(self) -> None:
+        self._muted = True
+
+    def started(self) -> None:
+        """The JVM holds the write end now (or never will): ours goes, so that the reader
+        sees the end of the output when the JVM exits."""
+        os.close(self.write_fd)
+
+    def reason(self, wait: float = 5.0) -> str:
+        """The line that best says why the JVM stopped: the first that names an error
+        (a launcher script goes on to fail in ways that say less), else the last."""
+        self._thread.join(wait)
+        for line in self.tail:
+            if _TELLING.search(line):
+                return line
+        return self.tail[-1] if self.tail else "it printed nothing"
+
+
+def start_jvm(conf: dict[str, str]) -> None:
+    """Start Spark's driver JVM with ``conf``, its output into our log, unless this process
+    has one already (a session made before, stopped or not: pyspark keeps its JVM) or
+    runs under ``spark-submit`` (which owns the JVM and its output).
+
+    pyspark would start it itself on the first ``getOrCreate``, writing to our stderr; its
+    ``launch_gateway`` takes ``popen_kwargs`` for exactly this, and a gateway handed to
+    ``SparkContext._ensure_initialized`` is the one every later context uses.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    spark_conf = SparkConf()
+    for key, value in conf.items():
+        spark_conf.set(key, value)
+    output = JvmOutput()
+    try:
+        gateway = launch_gateway(spark_conf, popen_kwargs={
+            "stdout": output.write_fd, "stderr": output.write_fd})
+    except Exception as exc:
+        output.started()
+        raise SparkError(
+            f"Spark's driver JVM did not start: {output.reason()}",
+            hint="check that Java 17 is installed (java -version) or JAVA_HOME points at "
+                 'it; the JVM\'s whole output is in the log at log-level = "debug"') from exc
+    output.started()
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def build_session(master: str = "local[*]", *, app_name: str = "binrelay",
@@ -34,26 +171,11 @@ def build_session(master: str = "local[*]", *, app_name: str = "binrelay",
     spark_env(driver_host)
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.driver.bindAddress", driver_host)
-               .config("spark.driver.host", driver_host)
-               .config("spark.ui.enabled", "true" if ui else "false")
-               .config("spark.ui.host", LOOPBACK)
-               .config("spark.sql.shuffle.partitions", "8")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.python.worker.reuse", "true")
-               # Over TCP, a task's input waits out the worker's delayed ACK: 40 ms of
-               # every task, measured, whatever its size (most of a streaming batch's
-               # latency when batches are small).  A Unix socket has no such wait.
-               .config("spark.python.unix.domain.socket.enabled", "true")
-               # Spark draws its stage bars on stderr even when it is not a terminal.
-               .config("spark.ui.showConsoleProgress", "false")
-               # The driver JVM only moves pickled bytes here (Python does the work):
-               # C1-only JIT and the serial collector start it ~1.4 s sooner (measured on
-               # 2 cores: 5.5 vs 6.9 s) at no cost the sync can see.
-               .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
-    for key, value in (conf or {}).items():
+    settings = session_conf(master, app_name, ui=ui, driver_host=driver_host)
+    settings.update({key: _conf_text(value) for key, value in (conf or {}).items()})
+    start_jvm(settings)
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

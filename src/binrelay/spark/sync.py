@@ -26,24 +26,30 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from binrelay.apply.applier import Downstream, apply_ddl, apply_plan_part, pooled_connection
+from binrelay.apply.applier import Downstream, apply_plan_part, pooled_connection
+from binrelay.apply.catalog import TableRules, read_rules
 from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
     Checkpoint,
     CheckpointStore,
+    CheckpointUpdate,
     Position,
     TaskLedger,
+    advance_in_transaction,
     create_checkpoint_table,
     finish_batch,
     init_checkpoint,
     mark_in_flight,
     read_checkpoint,
 )
-from binrelay.apply.plan import PlanPart, ordered_task_id, plan_batch
+from binrelay.apply.plan import PlanPart, group_ordered, ordered_task_id, plan_batch
+from binrelay.apply.replay import SkippedTriggers, replay_actions
 from binrelay.config import Config
+from binrelay.errors import UnfaithfulApplyError
+from binrelay.gtid import advance_gtid_set
 from binrelay.relay import consumers
 from binrelay.relay.layout import SubdirName
 from binrelay.relay.position import RelayPosition
@@ -57,20 +63,23 @@ from binrelay.spark.compact import (
     record_table,
     simple,
 )
-from binrelay.spark.decode import decode_segment
+from binrelay.spark.failures import spark_failures, task_errors
 from binrelay.spark.planning import (
     Segment,
     durable_end,
     earliest,
+    gtid_set_at,
     next_batch,
     plan_partitions,
+    xa_outcome,
 )
+from binrelay.spark.serial import segment_actions
 
 log = logging.getLogger(__name__)
 
 
-def _position(pos: RelayPosition) -> Position:
-    return Position(str(pos.subdir), pos.binlog_name, pos.binlog_pos)
+def _position(pos: RelayPosition, gtid_set: str = "") -> Position:
+    return Position(str(pos.subdir), pos.binlog_name, pos.binlog_pos, gtid_set)
 
 
 def _where(pos: RelayPosition) -> str:
@@ -113,8 +122,11 @@ class TaskContext:
     tasks: int
     #: Tables replayed in relay order in this batch (each whole in one task).
     ordered: frozenset[TableRef] = frozenset()
+    #: What the downstream catalog says about writing each table.
+    rules: TableRules = field(default_factory=TableRules)
 
 
+@task_errors
 def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
                ) -> Iterator[dict[str, int]]:
     """One apply task: the net effect of its keys (and its ordered tables, whole), each part
@@ -125,18 +137,23 @@ def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
     if keyed:
         parts.append(PlanPart(f"keyed-{index}-of-{ctx.tasks}", tuple(keyed)))
     if raw:
-        plan = plan_batch(raw, ordered_tables=ctx.ordered)
-        # A table replayed in order is whole in one task, so its id needs no task index:
-        # the ledger then knows it across a restart with another task count.
-        parts += [PlanPart(ordered_task_id(t.table), ordered=t) for t in plan.ordered]
+        # Raw changes are those of tables replayed in order, whatever the reason.
+        plan = plan_batch(raw, ordered_tables=ctx.ordered | {ch.table for ch in raw})
+        # A table (or foreign key group) replayed in order is whole in one task, so its id
+        # needs no task index: the ledger then knows it across a restart with another
+        # task count.
+        parts += [PlanPart(ordered_task_id(t.table), ordered=t)
+                  for t in group_ordered(plan.ordered, ctx.rules.group_of)]
     if parts:
         ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
         with pooled_connection(ctx.downstream) as conn:
             for part in parts:
-                apply_plan_part(conn, part, ledger=ledger)
+                apply_plan_part(conn, part, ledger=ledger,
+                                max_packet=ctx.rules.max_allowed_packet)
     yield ops
 
 
+@task_errors
 def apply_if_simple(ctx: TaskContext, index: int, records: Iterator[Record]
                     ) -> Iterator[tuple[str, Any, Any]]:
     """The first job's task: apply at once when the batch is simple (``compact.simple``),
@@ -151,28 +168,33 @@ def apply_if_simple(ctx: TaskContext, index: int, records: Iterator[Record]
         yield "ordered", reasons, keyed
 
 
+@task_errors
 def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
                 ) -> Iterator[dict[str, int]]:
     """A small batch in one Spark task: compact, decide the ordered tables and apply, with
     no shuffle and one job instead of two (what keeps streaming lag low)."""
     _freeze_heap()
     segments = list(segments)
-    records = [rec for seg in segments for _t, rec in compact_segment(relay_dir, seg, 1)]
+    rules = ctx.rules
+    records = [rec for seg in segments
+               for _t, rec in compact_segment(relay_dir, seg, 1, rules)]
     [(ordered, keyed)] = list(ordered_tables(records))
     redo = {t: r for t, r in ordered.items() if t in keyed}
     if redo:
         records = [rec for rec in records if record_table(rec) not in redo]
-        records += [rec for seg in segments for _t, rec in raw_records(relay_dir, seg, 1, redo)]
+        records += [rec for seg in segments
+                    for _t, rec in raw_records(relay_dir, seg, 1, redo, rules)]
     yield from apply_task(TaskContext(ctx.downstream, ctx.pipeline, ctx.batch_id, ctx.store, 1,
-                                      frozenset(ordered)), 0, iter(records))
+                                      frozenset(ordered), rules), 0, iter(records))
 
 
-def compacted(relay_dir: str, segments: Iterator[Any], tasks: int
+@task_errors
+def compacted(relay_dir: str, segments: Iterator[Any], tasks: int, rules: TableRules
               ) -> Iterator[tuple[int, Record]]:
     """A read task: its partitions compacted (``compact_segment``), keyed by apply task."""
     _freeze_heap()
     for segment in segments:
-        yield from compact_segment(relay_dir, segment, tasks)
+        yield from compact_segment(relay_dir, segment, tasks, rules)
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -225,9 +247,12 @@ class SyncPipeline:
         self.downstream = Downstream(config.to.host, config.to.port, config.to.user,
                                      config.to.password)
         self._spark = spark
+        self._own_spark = spark is None
         self.should_stop = should_stop or (lambda: False)
         self.stats = SyncStats()
         self.listeners: list[BatchListener] = list(listeners or ())
+        self.rules = TableRules()
+        self.triggers = SkippedTriggers(config.sync.checkpoint_schema, config.sync.pipeline)
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -242,16 +267,41 @@ class SyncPipeline:
             log.info("spark driver started", extra={
                 "master": sc.master, "driver": f"{sc.getConf().get('spark.driver.host')}:"
                                                f"{sc.getConf().get('spark.driver.port')}"})
-            _warm_up(sc)
+            with spark_failures():
+                _warm_up(sc)
         return self._spark
 
     @property
     def name(self) -> str:
         return self.sync.pipeline
 
+    def close(self) -> None:
+        """Stop the Spark session this pipeline started (the application ends cleanly on a
+        cluster's master; a session given by the caller is left alone)."""
+        if self._own_spark and self._spark is not None:
+            spark, self._spark = self._spark, None
+            spark.stop()
+
+    def read_rules(self, conn: Any) -> None:
+        """The downstream catalog's rules for writing tables (at start and after every
+        DDL); refuses a downstream with triggers on the tables it would write."""
+        self.rules = read_rules(conn, exclude_schemas=(self.store.schema,))
+        if self.rules.triggers:
+            t = self.rules.triggers[0]
+            more = len(self.rules.triggers) - 1
+            raise UnfaithfulApplyError(
+                f"the downstream has trigger {t.schema}.{t.name} on {t.table}"
+                + (f" (and {more} more)" if more else "")
+                + ": it would fire again for rows whose trigger effects are already in the"
+                  " binlog", hint="drop the downstream's triggers on replicated tables "
+                                  "(binrelay does not replay trigger DDL), then sync again")
+
     def checkpoint(self) -> Checkpoint:
         with pooled_connection(self.downstream) as conn:
             create_checkpoint_table(conn, self.store)
+            with conn.cursor() as cur:
+                self.triggers.create(cur)
+            conn.commit()
             found = read_checkpoint(conn, self.name, self.store)
             if found is None:
                 found = init_checkpoint(conn, self.name, _position(earliest(self.relay_dir)),
@@ -265,32 +315,49 @@ class SyncPipeline:
         durable end as it was at the start of each batch."""
         started = time.monotonic()
         waiter: ChangeWaiter | None = None
+        blocked = False
         try:
             # The checkpoint is read once: from then on this process is the one moving it
             # (mark_in_flight refuses a batch that does not start where it stands).
             cp = self.checkpoint()
+            with pooled_connection(self.downstream) as conn:
+                self.read_rules(conn)
             start = _relay_position(cp.position)
+            gtid = cp.position.gtid_set or gtid_set_at(self.relay_dir, start)
             batch_id = cp.batch_id
             consumers.register(self.relay_dir, self.name, start)
             if not cp.consistent and cp.target is not None:
                 end = _relay_position(cp.target)
-                self._batch(start, end, batch_id, replayed=True)
+                gtid = cp.target.gtid_set
+                self._batch(start, end, batch_id, gtid, replayed=True)
                 start = end
             while not self.should_stop():
                 end_limit = durable_end(self.relay_dir)
                 if end_limit.sort_key <= start.sort_key:
                     if until_caught_up:
                         break
-                    waiter = waiter or ChangeWaiter(self.relay_dir)
-                    waiter.watch(self.relay_dir / str(end_limit.subdir))
-                    waiter.wait(1.0)
+                    waiter = self._wait(waiter, end_limit)
                     continue
+                gtids: list[str] = []
                 end, segments = next_batch(
                     self.relay_dir, start, end_limit, max_bytes=self.sync.batch_bytes,
                     max_transactions=self.sync.batch_transactions or None,
-                    target_bytes=self.sync.partition_bytes)
+                    target_bytes=self.sync.partition_bytes, gtids=gtids)
+                if end == start:
+                    # A prepared XA transaction whose outcome is not relayed yet.
+                    if not blocked:
+                        log.info("waiting for the outcome of a prepared XA transaction",
+                                 extra={"pipeline": self.name, "at": _where(start)})
+                        blocked = True
+                    if until_caught_up:
+                        break
+                    waiter = self._wait(waiter, end_limit)
+                    continue
+                blocked = False
                 batch_id += 1
-                self._batch(start, end, batch_id, relay_end=end_limit, segments=segments)
+                gtid = advance_gtid_set(gtid, gtids)
+                self._batch(start, end, batch_id, gtid, relay_end=end_limit,
+                            segments=segments)
                 start = end
         finally:
             if waiter is not None:
@@ -298,7 +365,14 @@ class SyncPipeline:
             self.stats.seconds = time.monotonic() - started
         return self.stats
 
-    def _batch(self, start: RelayPosition, end: RelayPosition, batch_id: int, *,
+    def _wait(self, waiter: ChangeWaiter | None, end: RelayPosition) -> ChangeWaiter:
+        """Sleep until the relay writes more (or a second passes)."""
+        waiter = waiter or ChangeWaiter(self.relay_dir)
+        waiter.watch(self.relay_dir / str(end.subdir))
+        waiter.wait(1.0)
+        return waiter
+
+    def _batch(self, start: RelayPosition, end: RelayPosition, batch_id: int, gtid: str, *,
                relay_end: RelayPosition | None = None, replayed: bool = False,
                segments: list[Segment] | None = None) -> None:
         started = time.monotonic()
@@ -308,17 +382,27 @@ class SyncPipeline:
         rows_by_op: dict[str, int] = {}
         ddl_before = self.stats.ddl
         spark_seconds = 0.0
+        reached = _position(start)
+        relay_bytes = sum(s.stop - s.start for s in segments)
+        if self.sync.mode == "strict" and not replayed and all(
+                s.kind == "dml" for s in segments):
+            rows_by_op, reached = self._strict(segments)
+            segments = []
         with pooled_connection(self.downstream) as conn:
-            mark_in_flight(conn, self.name, batch_id, _position(end), self.store,
-                           start=_position(start))
-            ddl = [s for s in segments if s.kind == "ddl"]
-            if ddl:
-                self._ddl(conn, ddl)
+            mark_in_flight(conn, self.name, batch_id, _position(end, gtid), self.store,
+                           start=reached)
+            barrier = [s for s in segments if s.kind != "dml"]
+            if barrier:
+                rows_by_op = self._serial(conn, barrier)
             elif segments:
                 applying = time.monotonic()
-                rows_by_op = self._dml(segments, batch_id)
+                with spark_failures():
+                    rows_by_op = self._dml(segments, batch_id)
                 spark_seconds = time.monotonic() - applying
             finish_batch(conn, self.name, batch_id, self.store)
+            if any(s.kind != "dml" for s in segments):
+                # After the commit: reading the catalog ends the transaction it is in.
+                self.read_rules(conn)
         consumers.register(self.relay_dir, self.name, end)
         self.stats.batches += 1
         report = BatchReport(
@@ -327,7 +411,7 @@ class SyncPipeline:
                 "dml" if any(rows_by_op.values()) else "empty"),
             start=start, end=end, relay_end=relay_end or end, rows_by_op=rows_by_op,
             ddl=self.stats.ddl - ddl_before,
-            relay_bytes=sum(s.stop - s.start for s in segments),
+            relay_bytes=relay_bytes,
             seconds=time.monotonic() - started, replayed=replayed)
         log.info("batch applied", extra={
             "pipeline": self.name, "batch": batch_id, "kind": report.kind,
@@ -338,13 +422,69 @@ class SyncPipeline:
         for listener in self.listeners:
             listener(report)
 
-    def _ddl(self, conn: Any, segments: list) -> None:
+    def _strict(self, segments: list[Segment]) -> tuple[dict[str, int], Position]:
+        """``[sync] mode = "strict"``: every upstream transaction of the batch applied in
+        relay order, each in one downstream transaction together with its checkpoint row
+        (MySQL's ``relay_log_info_repository=TABLE``); the batch's own protocol then only
+        marks its (empty) rest."""
+        rows_by_op: dict[str, int] = {}
+        with pooled_connection(self.downstream) as conn:
+            cp = read_checkpoint(conn, self.name, self.store)
+            assert cp is not None
+            current = cp.position
+            for segment in segments:
+                for end_off, gtid, actions in segment_actions(self.relay_dir, segment,
+                                                              self.rules):
+                    after = Position(segment.subdir, segment.file, end_off,
+                                     advance_gtid_set(current.gtid_set,
+                                                      [gtid] if gtid else []))
+                    update = CheckpointUpdate(self.name, current, after, self.store)
+                    with conn.cursor() as cur:
+                        fresh = advance_in_transaction(cur, update)
+                    if fresh:
+                        replay_actions(conn, actions, triggers=self.triggers,
+                                       max_packet=self.rules.max_allowed_packet)
+                        for action in actions:
+                            op = getattr(action, "op", None)
+                            if op is not None:
+                                rows_by_op[op] = rows_by_op.get(op, 0) + 1
+                    conn.commit()
+                    current = after
+        self.stats.changes += sum(rows_by_op.values())
+        return rows_by_op, current
+
+    def _serial(self, conn: Any, segments: list[Segment]) -> dict[str, int]:
+        """A barrier batch (DDL, a transaction with statements, a prepared XA), replayed
+        on the driver in relay order, in the connection's open transaction (the caller's
+        ``finish_batch`` commits it with the checkpoint)."""
+        rows_by_op: dict[str, int] = {}
         for segment in segments:
-            for batch in decode_segment(self.relay_dir, segment):
-                for row in batch.to_pylist():
-                    apply_ddl(conn, row["schema"] or None, row["query"],
-                              position=(row["pos"],))
-                    self.stats.ddl += 1
+            if segment.kind == "xa":
+                after = RelayPosition(SubdirName.parse(segment.subdir), segment.file,
+                                      segment.stop)
+                outcome = xa_outcome(self.relay_dir, after, durable_end(self.relay_dir),
+                                     segment.xid)
+                if outcome is None:
+                    raise UnfaithfulApplyError(
+                        f"the outcome of XA transaction {segment.xid} prepared at"
+                        f" {segment.subdir}/{segment.file}:{segment.start} is not in the"
+                        " relay log", hint="run the sync again once the relay has it")
+                if not outcome:
+                    log.info("XA transaction rolled back upstream: not applied",
+                             extra={"xid": segment.xid,
+                                    "at": f"{segment.subdir}/{segment.file}:{segment.start}"})
+                    continue
+            for _end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules):
+                for action in actions:
+                    op = getattr(action, "op", None)
+                    if op is not None:
+                        rows_by_op[op] = rows_by_op.get(op, 0) + 1
+                    elif action.ddl:  # type: ignore[union-attr]
+                        self.stats.ddl += 1
+                replay_actions(conn, actions, triggers=self.triggers,
+                               max_packet=self.rules.max_allowed_packet)
+        self.stats.changes += sum(rows_by_op.values())
+        return rows_by_op
 
     def _dml(self, segments: list, batch_id: int) -> dict[str, int]:
         """Apply the batch's DML partitions (planned once, in ``_batch``) on Spark tasks.
@@ -360,19 +500,21 @@ class SyncPipeline:
         # Two steps: which tables this batch must replay in order is known only from all of
         # its records, and such a table must be whole in one task, never also upserted by
         # another.
+        rules = self.rules
         if len(segments) == 1:
-            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1)
+            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1,
+                              rules=rules)
             counts = sc.parallelize(segments, 1).mapPartitions(
                 lambda segs: apply_alone(ctx, relay_dir, segs)).collect()
             return self._counted(counts)
         source = sc.parallelize(segments, len(segments))
-        shuffled = (source.mapPartitions(lambda segs: compacted(relay_dir, segs, tasks))
+        shuffled = (source.mapPartitions(lambda segs: compacted(relay_dir, segs, tasks, rules))
                     .partitionBy(tasks, _identity))
         # One job when no table can need replaying in order (each task sees that from every
         # partition's flags and applies at once); otherwise the first job only finds the
         # ordered tables and a second one applies.  The second reuses the first's shuffle
         # files: the partitions are not decoded again.
-        ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks)
+        ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks, rules=rules)
         first = shuffled.values().mapPartitionsWithIndex(
             lambda i, items: apply_if_simple(ctx, i, items)).collect()
         if all(kind == "applied" for kind, _r, _k in first):
@@ -389,10 +531,11 @@ class SyncPipeline:
                 "batch": batch_id, "tables": ", ".join(map(str, sorted(redo))),
                 "reasons": "; ".join(sorted(set(redo.values())))})
             kept = shuffled.filter(lambda kv: record_table(kv[1]) not in redo)
-            again = source.flatMap(lambda seg: raw_records(relay_dir, seg, tasks, redo))
+            again = source.flatMap(task_errors(
+                lambda seg: raw_records(relay_dir, seg, tasks, redo, rules)))
             routed = kept.union(again).partitionBy(tasks, _identity)
         ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
-                          frozenset(ordered))
+                          frozenset(ordered), rules)
         counts = routed.values().mapPartitionsWithIndex(
             lambda i, items: apply_task(ctx, i, items)).collect()
         return self._counted(counts)
@@ -421,6 +564,7 @@ def _warm_up(sc: Any) -> None:
     sc.parallelize(range(n), n).mapPartitions(_import_apply_modules).collect()
 
 
+@task_errors
 def _import_apply_modules(_items: Iterator[int]) -> Iterator[bool]:
     import binrelay.apply.applier
     import binrelay.spark.compact  # noqa: F401
@@ -437,7 +581,10 @@ def recover(config: Config, *, listeners: list[BatchListener] | None = None
     end of the last complete transaction relayed; never needs the upstream.  Returns whether
     anything had to be done."""
     pipeline = SyncPipeline(config, listeners=listeners)
-    cp = pipeline.checkpoint()
-    if cp.consistent:
-        return False, pipeline.stats
-    return True, pipeline.run(until_caught_up=True)
+    try:
+        cp = pipeline.checkpoint()
+        if cp.consistent:
+            return False, pipeline.stats
+        return True, pipeline.run(until_caught_up=True)
+    finally:
+        pipeline.close()

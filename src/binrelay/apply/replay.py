@@ -1,0 +1,148 @@
+"""Replaying upstream transactions as they are: statements with their session context and
+row changes, one by one, in relay order, on one connection.
+
+This is the path for what the concurrent apply cannot reorder (DDL, statement-format DML,
+``CREATE TABLE ... SELECT``, XA, strict mode).  A statement runs after the SET statements
+that restore the upstream session's context (``apply.statement_sql``), from its exact
+bytes, and the applier's own session settings are restored right after it.  Row changes
+run with the upstream's foreign key checks, as a replica applies them.
+
+The caller commits (with the checkpoint, so that the replay happens once); a statement
+that commits implicitly (DDL) runs with the replay tolerance of :func:`apply_ddl`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from binrelay.apply.applier import _map_error, _run, _snippet, apply_ddl, ordered_statements
+from binrelay.apply.changes import Change, TableRef
+from binrelay.apply.sql import quote_table, trigger_ddl
+from binrelay.apply.statement_sql import reset_statements
+from binrelay.errors import UnfaithfulApplyError
+
+__all__ = ["Action", "SessionStatement", "SkippedTriggers", "replay_actions"]
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedTriggers:
+    """Trigger DDL is not replayed: a trigger's effects on rows are in the binlog already,
+    and a downstream trigger would fire again for every row binrelay writes (a replica does
+    not run triggers for row events; binrelay writes with SQL, which does).  The triggers
+    skipped are kept in ``<schema>.skipped_trigger``, in the data's transaction, so that a
+    statement-format DML (which upstream fired them, and which a replica re-runs with its
+    own copies of them) is refused rather than applied without them."""
+
+    schema: str
+    pipeline: str
+
+    @property
+    def table(self) -> TableRef:
+        return TableRef(self.schema, "skipped_trigger")
+
+    def create(self, cur: Any) -> None:
+        """Once, outside any batch: a CREATE commits implicitly."""
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {quote_table(self.table)} ("
+            " pipeline VARCHAR(64) NOT NULL, trigger_schema VARCHAR(64) NOT NULL,"
+            " trigger_name VARCHAR(64) NOT NULL,"
+            " PRIMARY KEY (pipeline, trigger_schema, trigger_name)) ENGINE=InnoDB")
+
+    def record(self, cur: Any, what: str, name: TableRef | None) -> None:
+        if name is None:
+            return
+        t = quote_table(self.table).replace("%", "%%")
+        if what == "create":
+            cur.execute(f"REPLACE INTO {t} VALUES (%s, %s, %s)",
+                        (self.pipeline, name.schema, name.table))
+        else:
+            cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND trigger_schema = %s"
+                        " AND trigger_name = %s", (self.pipeline, name.schema, name.table))
+
+    def any(self, cur: Any) -> str | None:
+        t = quote_table(self.table).replace("%", "%%")
+        cur.execute(f"SELECT trigger_schema, trigger_name FROM {t} WHERE pipeline = %s"
+                    " LIMIT 1", (self.pipeline,))
+        row = cur.fetchone()
+        return None if row is None else f"{row[0]}.{row[1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStatement:
+    """An upstream statement and the SET statements that give it the upstream's context."""
+
+    position: tuple[int, ...]
+    schema: str
+    raw: bytes  # the statement's exact bytes, in the upstream session's client charset
+    text: str
+    setup: tuple[str, ...]
+    #: A statement that commits by itself (DDL); the others run in the caller's transaction.
+    ddl: bool
+    #: User variables the setup sets (cleared after the statement).
+    user_vars: tuple[str, ...] = ()
+
+
+Action = Change | SessionStatement
+
+
+def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTriggers,
+                   max_packet: int | None = None, replay: bool = True) -> int:
+    """Run ``actions`` in order on ``conn`` without committing the rows and statements (a
+    DDL commits by itself).  Returns how many row changes were applied.  ``replay``: a DDL
+    may have run before a crash (see :func:`apply_ddl`)."""
+    rows = 0
+    pending: list[Change] = []
+
+    def flush() -> None:
+        nonlocal rows
+        if not pending:
+            return
+        with conn.cursor() as cur:
+            for st in ordered_statements(pending, fk=True):
+                _run(cur, st, None, "replaying a transaction in order", max_packet)
+        rows += len(pending)
+        pending.clear()
+
+    for action in actions:
+        if isinstance(action, Change):
+            pending.append(action)
+            continue
+        flush()
+        trigger = trigger_ddl(action.text, action.schema or None)
+        if trigger is not None:
+            with conn.cursor() as cur:
+                triggers.record(cur, *trigger)
+        elif action.ddl:
+            apply_ddl(conn, action.schema or None, action.text, replay=replay,
+                      position=action.position, setup=action.setup, raw=action.raw)
+        else:
+            with conn.cursor() as cur:
+                skipped = triggers.any(cur)
+            if skipped is not None:
+                raise UnfaithfulApplyError(
+                    f"a statement-format DML ({_snippet(action.text, 60)!r}) may fire upstream"
+                    f" triggers, which binrelay does not replay (trigger {skipped})",
+                    position=action.position,
+                    hint="log row events upstream (binlog_format=ROW in every session), "
+                         "then resynchronise this downstream")
+            _statement(conn, action)
+    flush()
+    return rows
+
+
+def _statement(conn: Any, st: SessionStatement) -> None:
+    with conn.cursor() as cur:
+        try:
+            for sql in st.setup:
+                cur.execute(sql)
+            cur.execute(st.raw)
+        except pymysql.MySQLError as exc:
+            raise _map_error(exc, f"replaying statement {_snippet(st.text)!r}",
+                             position=st.position) from None
+        finally:
+            for sql in reset_statements(user_vars=st.user_vars):
+                cur.execute(sql)

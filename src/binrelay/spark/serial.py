@@ -1,0 +1,137 @@
+"""Driver side: a relay range replayed as it is, event by event, in relay order.
+
+Used for what the concurrent apply cannot reorder: DDL, transactions that hold statements
+(statement-format or MIXED DML, ``CREATE TABLE ... SELECT``), committed XA transactions, and
+every transaction in ``[sync] mode = "strict"``.  Each statement runs with the session
+context its Query event carries (default database, sql_mode, time zone, character sets,
+timestamp, INSERT_ID / LAST_INSERT_ID, RAND seeds, user variables), as a replica's SQL
+thread runs it; row events become one statement per row, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from binrelay.apply.catalog import TableRules
+from binrelay.apply.changes import Change
+from binrelay.apply.replay import Action, SessionStatement
+from binrelay.apply.statement_sql import context_statements
+from binrelay.binlog import constants as c
+from binrelay.binlog.framing import iter_events
+from binrelay.binlog.txn import is_transaction_control
+from binrelay.errors import RelayDirError
+from binrelay.relay.layout import SubdirName, binlog_sort_key
+from binrelay.relay.scan import read_fde
+from binrelay.rows.decoder import EventDecoder
+from binrelay.rows.events import (
+    NO_FOREIGN_KEY_CHECKS_F,
+    FormatDescriptionEvent,
+    IntvarEvent,
+    MariadbGtidEvent,
+    MysqlGtidEvent,
+    QueryEvent,
+    RandEvent,
+    RowsEvent,
+    UserVarEvent,
+    XidEvent,
+)
+from binrelay.spark.compact import table_shape
+from binrelay.spark.decode import fde_bytes
+from binrelay.spark.planning import Segment
+
+#: Statements that do not commit by themselves (the others are DDL and do).
+_DML_WORDS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD", "SELECT", "CALL",
+                        "DO", "SET", "WITH", "VALUES", "TABLE", "HANDLER", "EXECUTE"})
+
+
+def commits_implicitly(statement: str) -> bool:
+    word = statement.lstrip(" \t\r\n(").split(None, 1)
+    if not word:
+        return False
+    first = word[0].upper()
+    if first in _DML_WORDS:
+        return False
+    rest = word[1].lstrip().upper() if len(word) > 1 else ""
+    # Temporary tables do not end a transaction.
+    return not (first in ("CREATE", "DROP") and rest.startswith("TEMPORARY"))
+
+
+def segment_actions(relay_dir: Path, segment: Segment,
+                    rules: TableRules) -> Iterator[tuple[int, str | None, list[Action]]]:
+    """The segment's transactions, each as ``(end offset, GTID, actions in relay order)``."""
+    path = relay_dir / segment.subdir / segment.file
+    if not path.exists():
+        raise RelayDirError(f"relay file {path} is gone (purged?) but a batch still needs it",
+                            hint="register the pipeline as a relay consumer so purge keeps it")
+    fde = read_fde(path)
+    if fde is None:
+        raise RelayDirError(f"relay file {path} has no valid binlog header")
+    decoder = EventDecoder(path=str(path))
+    mariadb, version = True, None
+    for ev in decoder.feed(fde_bytes(path), 4):
+        if isinstance(ev, FormatDescriptionEvent):
+            mariadb, version = ev.fde.is_mariadb, ev.fde.server_version
+    seq = SubdirName.parse(segment.subdir).seq
+    file_no = binlog_sort_key(segment.file)[1]
+    shapes: dict[int, Any] = {}
+    actions: list[Action] = []
+    gtid: str | None = None
+    intvars: list[IntvarEvent] = []
+    rand: RandEvent | None = None
+    user_vars: list[UserVarEvent] = []
+    with open(path, "rb") as f:
+        for pos, raw in iter_events(f, segment.start, segment.stop,
+                                    checksum_alg=fde.checksum_alg, path=str(path)):
+            row = 0
+            for ev in decoder.feed(raw, pos):
+                if ev.header.flags & c.LOG_EVENT_RELAY_LOG_F:
+                    continue  # the relay's own filler for a hole: not the upstream's
+                if isinstance(ev, MariadbGtidEvent | MysqlGtidEvent):
+                    gtid = ev.gtid
+                elif isinstance(ev, IntvarEvent):
+                    intvars.append(ev)
+                elif isinstance(ev, RandEvent):
+                    rand = ev
+                elif isinstance(ev, UserVarEvent):
+                    user_vars.append(ev)
+                elif isinstance(ev, QueryEvent):
+                    if not is_transaction_control(ev.query[:32].encode()):
+                        setup = context_statements(
+                            ev.status, schema=ev.schema, timestamp=ev.header.timestamp,
+                            thread_id=ev.thread_id, intvars=tuple(intvars), rand=rand,
+                            user_vars=tuple(user_vars), mariadb_upstream=mariadb,
+                            upstream_version=version,
+                            suppress_use=bool(ev.header.flags & c.LOG_EVENT_SUPPRESS_USE_F))
+                        actions.append(SessionStatement(
+                            (seq, file_no, pos, 0), ev.schema, ev.raw_query, ev.query,
+                            tuple(setup), commits_implicitly(ev.query),
+                            tuple(v.name for v in user_vars)))
+                    intvars, rand, user_vars = [], None, []
+                    if _ends(ev):
+                        yield pos + len(raw), gtid, actions
+                        actions, gtid = [], None
+                elif isinstance(ev, RowsEvent):
+                    cached = shapes.get(id(ev.table))
+                    if cached is None or cached[0] is not ev.table:
+                        cached = (ev.table, *table_shape(ev.table, rules))
+                        shapes[id(ev.table)] = cached
+                    _t, (ref, columns, key), convert = cached
+                    fk = not ev.flags & NO_FOREIGN_KEY_CHECKS_F
+                    for change in ev.rows():
+                        before, after = convert(change.before), convert(change.after)
+                        actions.append(Change(ref, change.op, columns, key, before, after,
+                                              (seq, file_no, pos, row), fk))
+                        row += 1
+                elif isinstance(ev, XidEvent) or \
+                        ev.header.event_type == c.XA_PREPARE_LOG_EVENT:
+                    yield pos + len(raw), gtid, actions
+                    actions, gtid = [], None
+    if actions or gtid is not None:
+        yield segment.stop, gtid, actions
+
+
+def _ends(ev: QueryEvent) -> bool:
+    text = ev.query.lstrip()[:16].upper()
+    return text.startswith(("COMMIT", "ROLLBACK")) and not text.startswith("ROLLBACK TO")

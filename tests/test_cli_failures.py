@@ -1,0 +1,205 @@
+"""A failed ``binrelay sync`` / ``binrelay recover`` prints one line, whatever failed where.
+
+End to end: a real upstream and downstream, the relay, and the commands as subprocesses on
+Spark ``local[2]``, so that errors raised in Spark tasks travel through the JVM as they do in
+production.  The tracebacks (Python and Java) and Spark's own output go to the log file at
+debug level, never to the terminal.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from binrelay.cli.main import main
+from binrelay.logfmt import setup_logging
+from binrelay.sandbox import MariaDBServer
+from relay_helpers import relay_until_caught_up, run_binrelay, write_config
+
+#: Spark's banner, warnings and tracebacks: none of it may reach stderr.
+NOISE = ("Traceback", "py4j", "java", "Java", "WARN", "Using", "log4j", "NativeCodeLoader",
+         "SparkException", "Setting default log level")
+def checksum(server: MariaDBServer) -> int:
+    return server.execute("CHECKSUM TABLE d.t")[0][1]
+
+
+LOGFMT = re.compile(r"ts=\S+ level=(debug|info|warn|error) logger=binrelay[\w.]* msg=")
+
+
+class Env:
+    """An upstream, a downstream, a relay dir, and configs for both sides."""
+
+    def __init__(self, tmp_path: Path, upstream: MariaDBServer,
+                 downstream: MariaDBServer) -> None:
+        self.tmp_path = tmp_path
+        self.upstream = upstream
+        self.downstream = downstream
+        self.relay_dir = tmp_path / "relay"
+        self.log_file = tmp_path / "sync.log"
+
+    def config(self, name: str, **keys: Any) -> Path:
+        keys.setdefault("sync", {"master": "local[2]", "tasks": 3, "batch-bytes": 4 << 20,
+                                 "partition-bytes": 64 * 1024})
+        return write_config(
+            self.tmp_path / f"{name}.toml", self.upstream, self.relay_dir,
+            to={"host": self.downstream.host, "port": self.downstream.port, "user": "root",
+                "password": ""}, **keys)
+
+    def sync_config(self) -> Path:
+        """Logs at debug level into ``log_file``: stderr holds only what the user sees."""
+        return self.config("sync", log_level="debug", log_file=str(self.log_file))
+
+    def relay(self) -> None:
+        relay_until_caught_up(self.config("relay"), self.upstream, self.relay_dir,
+                              self.tmp_path / "relay.log")
+
+
+@pytest.fixture
+def env(mariadb_factory, tmp_path: Path) -> Env:
+    upstream = mariadb_factory(server_id=1, max_binlog_size=512 * 1024)
+    downstream = mariadb_factory(server_id=2)
+    return Env(tmp_path, upstream, downstream)
+
+
+def the_error_line(stderr: str) -> str:
+    """stderr is one ``binrelay: error:`` line, free of Spark's noise; returns it."""
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr[-3000:]
+    assert lines[0].startswith("binrelay: error: ["), lines[0]
+    assert not [word for word in NOISE if word in stderr], stderr
+    return lines[0]
+
+
+def test_a_table_missing_downstream_is_one_line(env: Env) -> None:
+    up = env.upstream
+    up.execute("CREATE DATABASE d")
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            # Created without a binlog entry: the relay log writes rows into a table that
+            # the sync never creates downstream.
+            cur.execute("SET sql_log_bin = 0")
+            cur.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v VARCHAR(20))")
+            cur.execute("SET sql_log_bin = 1")
+            cur.execute("INSERT INTO d.t VALUES (1, 'a'), (2, 'b')")
+    finally:
+        conn.close()
+    env.relay()
+
+    proc = run_binrelay("sync", "--config", str(env.sync_config()), "--until-caught-up",
+                        timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    line = the_error_line(proc.stderr)
+    assert line.startswith("binrelay: error: [BR5105] "), line
+    assert re.search(r"\(table d\.t, position \S+\)", line), line
+    assert proc.stdout == ""
+
+    log = env.log_file.read_text()
+    assert all(LOGFMT.match(rec) for rec in log.splitlines()), log[-3000:]
+    # The traceback behind the line, and the JVM's output, are in the log at debug level.
+    failed = [rec for rec in log.splitlines()
+              if "level=debug" in rec and "Traceback (most recent call last)" in rec
+              and "DownstreamSchemaError" in rec]
+    assert failed, log[-3000:]
+    assert "level=debug logger=binrelay.spark.jvm " in log
+
+
+def test_a_row_rejected_in_an_executor_then_recover_then_a_clean_sync(env: Env) -> None:
+    up, down = env.upstream, env.downstream
+    up.execute("CREATE DATABASE d")
+    up.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v INT, pad VARCHAR(200))")
+    # Enough transactions for several read partitions and apply tasks in one batch; one row
+    # (in the middle) breaks a constraint only the downstream has.
+    pad = "x" * 150
+    for txn in range(60):
+        rows = ", ".join(f"({txn * 40 + i}, {5 if (txn, i) == (30, 7) else 20}, '{pad}')"
+                         for i in range(40))
+        up.execute(f"INSERT INTO d.t VALUES {rows}")
+    down.execute("CREATE DATABASE d")
+    down.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v INT, pad VARCHAR(200), "
+                 "CONSTRAINT big CHECK (v > 10))")
+    env.relay()
+    config = env.sync_config()
+
+    proc = run_binrelay("sync", "--config", str(config), "--until-caught-up", timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    line = the_error_line(proc.stderr)
+    assert line.startswith("binrelay: error: [BR5104] "), line
+    assert re.search(r"\(table d\.t, position \S+\)", line), line
+    log = env.log_file.read_text()
+    # Raised in a Spark task, rebuilt on the driver: the failed job is logged.
+    assert "logger=binrelay.spark.failures msg=\"a Spark job failed\"" in log, log[-3000:]
+    assert "DownstreamRowError" in log
+
+    # The batch stays in flight; recover replays it and meets the same row.
+    proc = run_binrelay("recover", "--config", str(config), timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    again = the_error_line(proc.stderr)
+    assert again.startswith("binrelay: error: [BR5104] ") and "table d.t" in again, again
+
+    # Fixed downstream, a sync logging to stderr at info level: what it printed before
+    # Spark's noise was kept out, the sync's own lines and nothing else.
+    down.execute("ALTER TABLE d.t DROP CONSTRAINT big")
+    proc = run_binrelay("sync", "--config", str(env.config("info", log_level="info")),
+                        "--until-caught-up", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("applied "), proc.stdout
+    lines = proc.stderr.splitlines()
+    assert lines and all(LOGFMT.match(rec) for rec in lines), proc.stderr[-3000:]
+    assert not [rec for rec in lines if " level=debug " in rec or " level=error " in rec]
+    assert any('msg="batch applied"' in rec for rec in lines), proc.stderr[-3000:]
+    assert not [word for word in NOISE if word in proc.stderr], proc.stderr
+    assert checksum(down) == checksum(up)
+
+
+def test_an_unexpected_exception_on_the_driver_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    """A bug on the driver (here: in the pipeline's loop) prints one line naming the exception,
+    and the log (debug, log-file) holds its traceback."""
+
+    class Broken:
+        def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+            pass
+
+        def run(self, **_kwargs: Any) -> None:
+            raise RuntimeError("the loop broke\non two lines")
+
+    fake = types.ModuleType("binrelay.spark.sync")
+    fake.SyncPipeline = Broken  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "binrelay.spark.sync", fake)
+    log_file = tmp_path / "sync.log"
+    config = tmp_path / "c.toml"
+    config.write_text(f'relay-dir = "{tmp_path / "relay"}"\nlog-level = "debug"\n'
+                      f'log-file = "{log_file.name}"\n')
+    try:
+        result = CliRunner().invoke(main, ["sync", "--config", str(config),
+                                           "--until-caught-up"])
+    finally:
+        setup_logging("info")
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    assert result.stderr == (
+        "binrelay: error: [BR0001] internal error: RuntimeError: the loop broke; this is a "
+        'bug: the traceback is in the log (log-level = "debug"); report it with that '
+        "traceback\n")
+    log = log_file.read_text()
+    assert 'level=debug logger=binrelay.spark.failures msg="unexpected error"' in log
+    assert "Traceback (most recent call last)" in log and "in run" in log
+
+
+def test_a_log_file_that_cannot_be_opened_is_a_config_error(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(f'relay-dir = "{tmp_path / "relay"}"\n'
+                      f'log-file = "{tmp_path / "missing" / "x.log"}"\n')
+    try:
+        result = CliRunner().invoke(main, ["consumers", "--config", str(config)])
+    finally:
+        setup_logging("info")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("binrelay: error: [BR1001] config ")
+    assert "log-file: cannot open" in result.stderr and result.stderr.count("\n") == 1
