@@ -169,6 +169,9 @@ def test_an_unexpected_exception_on_the_driver_is_one_line(tmp_path: Path, monke
         def run(self, **_kwargs: Any) -> None:
             raise RuntimeError("the loop broke\non two lines")
 
+        def close(self) -> None:
+            pass
+
     fake = types.ModuleType("binrelay.spark.sync")
     fake.SyncPipeline = Broken  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "binrelay.spark.sync", fake)
