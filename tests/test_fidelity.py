@@ -314,6 +314,51 @@ def test_rows_larger_than_the_downstreams_packet(mariadb_factory, tmp_path: Path
     assert info.value.table == "app.b"
 
 
+SAVEPOINTS = [
+    SCHEMA,
+    "CREATE TABLE app.a (id INT PRIMARY KEY) ENGINE=InnoDB",
+    "CREATE TABLE app.m (id INT PRIMARY KEY) ENGINE=MyISAM",
+    "BEGIN",
+    "INSERT INTO app.a VALUES (1)",
+    "SAVEPOINT s1",
+    # With a non-transactional change in between, the rows before ROLLBACK TO are logged
+    # and only the rollback undoes them.
+    "INSERT INTO app.a VALUES (2)",
+    "INSERT INTO app.m VALUES (2)",
+    "ROLLBACK TO s1",
+    "INSERT INTO app.a VALUES (3)",
+    "COMMIT",
+]
+
+
+def test_rollback_to_a_savepoint(env: Env, spark) -> None:
+    converge(env, spark, SAVEPOINTS)
+    assert env.downstream.execute("SELECT id FROM app.a ORDER BY id") == ((1,), (3,))
+
+
+def test_a_statement_format_load_data_stops_with_one_line(env: Env, spark) -> None:
+    out = env.tmp / "rows.csv"
+    out.write_text("1,a\n2,b\n")
+    env.run([SCHEMA, "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(5))",
+             (1, "SET SESSION binlog_format = STATEMENT"),
+             (1, f"LOAD DATA INFILE '{out}' INTO TABLE app.t FIELDS TERMINATED BY ','")])
+    env.relay()
+    with pytest.raises(UnfaithfulApplyError, match="LOAD DATA"):
+        env.sync(spark)
+
+
+def test_the_relaylog_source_shows_statements_and_hides_rolled_back_xa(env: Env,
+                                                                        spark) -> None:
+    env.run([*XA[:2], (3, "SET SESSION binlog_format = STATEMENT"),
+             (3, "INSERT INTO app.x VALUES (7, 7)"), *XA[2:]])
+    env.relay()
+    rows = spark.read.format("relaylog").option("relay_dir", str(env.relay_dir)).load() \
+        .select("op", "query", "after").collect()
+    assert any(r.op == "ddl" and "VALUES (7, 7)" in r.query for r in rows)
+    inserted = sorted(int(r.after[0]) for r in rows if r.op == "insert")
+    assert inserted == [2, 3, 4, 5]  # not 1: that XA was rolled back
+
+
 @pytest.mark.parametrize("steps", [FOREIGN_KEYS, STATEMENTS, XA, GENERATED],
                          ids=["foreign-keys", "statements", "xa", "generated"])
 def test_strict_mode(mariadb_factory, tmp_path: Path, spark, steps) -> None:

@@ -118,5 +118,20 @@ def is_transaction_control(prefix: bytes) -> bool:
                              b"RELEASE SAVEPOINT"))
 
 
+def is_savepoint_statement(prefix: bytes) -> bool:
+    """SAVEPOINT, ROLLBACK TO, RELEASE SAVEPOINT: control inside a transaction that a
+    replay must repeat (rows before a ROLLBACK TO are logged when the transaction also
+    changed a non-transactional table, and only the rollback undoes them)."""
+    upper = prefix.lstrip().upper()
+    return upper.startswith((b"SAVEPOINT", b"RELEASE SAVEPOINT")) or (
+        upper.startswith(b"ROLLBACK") and upper[8:].lstrip().startswith(b"TO"))
+
+
+def ends_transaction(prefix: bytes) -> bool:
+    """COMMIT or ROLLBACK (not ROLLBACK TO a savepoint) ending a BEGIN ... group."""
+    upper = prefix.lstrip().upper()
+    return upper.startswith((b"COMMIT", b"ROLLBACK")) and not is_savepoint_statement(prefix)
+
+
 def needs_query_prefix(event_type: int) -> bool:
     return event_type in (c.QUERY_EVENT, c.QUERY_COMPRESSED_EVENT, c.EXECUTE_LOAD_QUERY_EVENT)

@@ -19,6 +19,7 @@ from binrelay.binlog.events import query_text_prefix
 from binrelay.binlog.txn import (
     IN_GROUP_TYPES,
     TxnTracker,
+    is_savepoint_statement,
     is_transaction_control,
     needs_query_prefix,
 )
@@ -33,12 +34,13 @@ _CHUNK = 4 << 20
 #: reorder.  DDL: one statement that commits by itself.  SERIAL: a transaction that holds
 #: statements (statement-format or MIXED DML, ``CREATE TABLE ... SELECT``), which must be
 #: replayed as it is, in relay order.  XA_PREPARE: an XA transaction's prepared part, whose
-#: fate is decided by a later XA_END group (``XA COMMIT`` / ``XA ROLLBACK``).  OTHER:
-#: nothing to apply (GTID lists, rotations, an empty transaction).
-DML, DDL, SERIAL, XA_PREPARE, XA_END, OTHER = (
-    "dml", "ddl", "serial", "xa-prepare", "xa-end", "other")
+#: fate is decided by a later XA_END group (``XA COMMIT`` / ``XA ROLLBACK``).  INCIDENT:
+#: the upstream says events are missing here (a replica stops at it).  OTHER: nothing to
+#: apply (GTID lists, rotations, an empty transaction).
+DML, DDL, SERIAL, XA_PREPARE, XA_END, INCIDENT, OTHER = (
+    "dml", "ddl", "serial", "xa-prepare", "xa-end", "incident", "other")
 #: Kinds that are a batch of their own.
-BARRIERS = frozenset({DDL, SERIAL, XA_PREPARE})
+BARRIERS = frozenset({DDL, SERIAL, XA_PREPARE, INCIDENT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,8 @@ def transaction_ends(path: Path, start: int, stop: int, *,
                     kind = XA_END
                     text = query_text_prefix(event, checksum_len, limit=1024)
                     xid, committed = _xa_outcome(text, path, pos)
+                elif etype == c.INCIDENT_EVENT:
+                    kind = INCIDENT
                 elif saw_statement:
                     kind = SERIAL
                 elif saw_rows or etype == c.TRANSACTION_PAYLOAD_EVENT:
@@ -149,10 +153,11 @@ def transaction_ends(path: Path, start: int, stop: int, *,
                 ends.append(TxnEnd(txn_start, pos + size, kind, gtid, xid, committed))
                 if enough_at is not None and pos + size >= enough_at:
                     break
-            elif needs_query_prefix(etype) and tracker.in_transaction and \
-                    not is_transaction_control(prefix):
-                # A statement inside a transaction: statement-format DML, or the CREATE of
-                # a CREATE TABLE ... SELECT whose rows follow.
+            elif needs_query_prefix(etype) and tracker.in_transaction and (
+                    not is_transaction_control(prefix) or is_savepoint_statement(prefix)):
+                # A statement inside a transaction: statement-format DML, the CREATE of a
+                # CREATE TABLE ... SELECT whose rows follow, or a savepoint whose ROLLBACK
+                # TO undoes logged rows: the transaction must be replayed as it is.
                 saw_statement = True
             pos += size
     return ends

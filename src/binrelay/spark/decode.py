@@ -16,13 +16,15 @@ from typing import Any
 from binrelay.binlog import constants as c
 from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import is_transaction_control
-from binrelay.errors import RelayDirError
+from binrelay.errors import BinlogFormatError, RelayDirError
+from binrelay.relay.layout import SubdirName
+from binrelay.relay.position import RelayPosition
 from binrelay.relay.scan import read_fde
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
 from binrelay.rows.scanner import ChangeScanner
 from binrelay.spark.changes import RowBuilder
-from binrelay.spark.planning import Segment
+from binrelay.spark.planning import Segment, durable_end, xa_outcome
 
 _CHUNK = 8 << 20
 _BATCH_ROWS = 8192
@@ -45,9 +47,19 @@ def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
     if not path.exists():
         raise RelayDirError(f"relay file {path} is gone (purged?) but a batch still needs it",
                             hint="register the pipeline as a relay consumer so purge keeps it")
-    if segment.kind == "ddl":
+    if segment.kind == "incident":
+        raise BinlogFormatError("an INCIDENT event: the upstream lost events here",
+                                path=str(path), offset=segment.start,
+                                hint="the changes around it are incomplete; resynchronise "
+                                     "from the upstream past this position")
+    if segment.kind == "xa" and not xa_committed(relay_dir, segment):
+        return  # rolled back upstream: none of it happened
+    if segment.kind != "dml":
+        # DDL, and the statements of a transaction replayed as it is (statement-format
+        # DML, CREATE ... SELECT), as "ddl" rows; its row changes follow.
         yield from _ddl_rows(path, segment)
-        return
+        if segment.kind == "ddl":
+            return
     rows = RowBuilder(segment.subdir, segment.file)
     for change, ts, _pos, row in numbered_changes(relay_dir, segment):
         rows.add_change(change, ts, row)
@@ -55,6 +67,20 @@ def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
             yield rows.flush()
     if len(rows):
         yield rows.flush()
+
+
+def xa_committed(relay_dir: Path, segment: Segment) -> bool:
+    """Whether the prepared XA transaction of an "xa" segment was committed upstream;
+    refuses to guess while its outcome is not relayed."""
+    after = RelayPosition(SubdirName.parse(segment.subdir), segment.file, segment.stop)
+    outcome = xa_outcome(relay_dir, after, durable_end(relay_dir), segment.xid)
+    if outcome is None:
+        raise RelayDirError(
+            f"XA transaction {segment.xid} prepared at {segment.subdir}/{segment.file}:"
+            f"{segment.start} has no outcome in the relay log yet",
+            hint="read up to a position before it, or again once the relay has its "
+                 "XA COMMIT / XA ROLLBACK")
+    return outcome
 
 
 def numbered_changes(relay_dir: Path, segment: Segment
@@ -122,7 +148,7 @@ def _ddl_rows(path: Path, segment: Segment) -> Iterator[Any]:
             if isinstance(ev, MariadbGtidEvent | MysqlGtidEvent):
                 gtid = ev.gtid
             elif isinstance(ev, QueryEvent) and \
-                    not is_transaction_control(ev.query[:32].encode()):
+                    not is_transaction_control(ev.raw_query[:32]):
                 rows.add_ddl(pos=pos, end_pos=pos + len(raw), gtid=gtid,
                              commit_ts=ev.header.timestamp, schema=ev.schema, query=ev.query)
     if len(rows):

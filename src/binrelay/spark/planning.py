@@ -31,6 +31,7 @@ from binrelay.relay.txnscan import (
     BARRIERS,
     DDL,
     DML,
+    INCIDENT,
     SERIAL,
     XA_END,
     XA_PREPARE,
@@ -243,7 +244,7 @@ def plan_partitions(relay_dir: Path, start: RelayPosition, end: RelayPosition, *
     return out
 
 
-_SEGMENT_KIND = {DDL: "ddl", SERIAL: "serial", XA_PREPARE: "xa"}
+_SEGMENT_KIND = {DDL: "ddl", SERIAL: "serial", XA_PREPARE: "xa", INCIDENT: "incident"}
 
 
 def _cut(span: Span, first: int, ends: list[TxnEnd], target_bytes: int) -> list[Segment]:

@@ -20,8 +20,12 @@ from binrelay.apply.replay import Action, SessionStatement
 from binrelay.apply.statement_sql import context_statements
 from binrelay.binlog import constants as c
 from binrelay.binlog.framing import iter_events
-from binrelay.binlog.txn import is_transaction_control
-from binrelay.errors import RelayDirError
+from binrelay.binlog.txn import (
+    ends_transaction,
+    is_savepoint_statement,
+    is_transaction_control,
+)
+from binrelay.errors import RelayDirError, UnfaithfulApplyError
 from binrelay.relay.layout import SubdirName, binlog_sort_key
 from binrelay.relay.scan import read_fde
 from binrelay.rows.decoder import EventDecoder
@@ -44,6 +48,17 @@ from binrelay.spark.planning import Segment
 #: Statements that do not commit by themselves (the others are DDL and do).
 _DML_WORDS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD", "SELECT", "CALL",
                         "DO", "SET", "WITH", "VALUES", "TABLE", "HANDLER", "EXECUTE"})
+
+
+#: Events a statement-by-statement replay has no way to apply: the files of a statement-format
+#: LOAD DATA live only in the upstream's binlog events, and an INCIDENT says events are lost.
+_CANNOT_REPLAY = {
+    c.BEGIN_LOAD_QUERY_EVENT: "a statement-format LOAD DATA (BEGIN_LOAD_QUERY event)",
+    c.APPEND_BLOCK_EVENT: "a statement-format LOAD DATA (APPEND_BLOCK event)",
+    c.EXECUTE_LOAD_QUERY_EVENT: "a statement-format LOAD DATA (EXECUTE_LOAD_QUERY event)",
+    c.DELETE_FILE_EVENT: "a statement-format LOAD DATA (DELETE_FILE event)",
+    c.INCIDENT_EVENT: "an INCIDENT event (the upstream lost events here)",
+}
 
 
 def commits_implicitly(statement: str) -> bool:
@@ -96,8 +111,18 @@ def segment_actions(relay_dir: Path, segment: Segment,
                     rand = ev
                 elif isinstance(ev, UserVarEvent):
                     user_vars.append(ev)
+                elif ev.header.event_type in _CANNOT_REPLAY:
+                    raise UnfaithfulApplyError(
+                        f"{_CANNOT_REPLAY[ev.header.event_type]} in the relay log",
+                        position=(seq, file_no, pos),
+                        hint="binrelay cannot apply it as a replica would; resynchronise the"
+                             " downstream from the upstream past this position")
                 elif isinstance(ev, QueryEvent):
-                    if not is_transaction_control(ev.query[:32].encode()):
+                    prefix = ev.raw_query[:32]
+                    if is_savepoint_statement(prefix):
+                        actions.append(SessionStatement((seq, file_no, pos, 0), ev.schema,
+                                                        ev.raw_query, ev.query, (), False))
+                    elif not is_transaction_control(prefix):
                         setup = context_statements(
                             ev.status, schema=ev.schema, timestamp=ev.header.timestamp,
                             thread_id=ev.thread_id, intvars=tuple(intvars), rand=rand,
@@ -109,7 +134,7 @@ def segment_actions(relay_dir: Path, segment: Segment,
                             tuple(setup), commits_implicitly(ev.query),
                             tuple(v.name for v in user_vars)))
                     intvars, rand, user_vars = [], None, []
-                    if _ends(ev):
+                    if ends_transaction(prefix):
                         yield pos + len(raw), gtid, actions
                         actions, gtid = [], None
                 elif isinstance(ev, RowsEvent):
@@ -131,7 +156,3 @@ def segment_actions(relay_dir: Path, segment: Segment,
     if actions or gtid is not None:
         yield segment.stop, gtid, actions
 
-
-def _ends(ev: QueryEvent) -> bool:
-    text = ev.query.lstrip()[:16].upper()
-    return text.startswith(("COMMIT", "ROLLBACK")) and not text.startswith("ROLLBACK TO")

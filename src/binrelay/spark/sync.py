@@ -63,6 +63,7 @@ from binrelay.spark.compact import (
     record_table,
     simple,
 )
+from binrelay.spark.decode import xa_committed
 from binrelay.spark.failures import spark_failures, task_errors
 from binrelay.spark.planning import (
     Segment,
@@ -71,7 +72,6 @@ from binrelay.spark.planning import (
     gtid_set_at,
     next_batch,
     plan_partitions,
-    xa_outcome,
 )
 from binrelay.spark.serial import segment_actions
 
@@ -459,21 +459,11 @@ class SyncPipeline:
         ``finish_batch`` commits it with the checkpoint)."""
         rows_by_op: dict[str, int] = {}
         for segment in segments:
-            if segment.kind == "xa":
-                after = RelayPosition(SubdirName.parse(segment.subdir), segment.file,
-                                      segment.stop)
-                outcome = xa_outcome(self.relay_dir, after, durable_end(self.relay_dir),
-                                     segment.xid)
-                if outcome is None:
-                    raise UnfaithfulApplyError(
-                        f"the outcome of XA transaction {segment.xid} prepared at"
-                        f" {segment.subdir}/{segment.file}:{segment.start} is not in the"
-                        " relay log", hint="run the sync again once the relay has it")
-                if not outcome:
-                    log.info("XA transaction rolled back upstream: not applied",
-                             extra={"xid": segment.xid,
-                                    "at": f"{segment.subdir}/{segment.file}:{segment.start}"})
-                    continue
+            if segment.kind == "xa" and not xa_committed(self.relay_dir, segment):
+                log.info("XA transaction rolled back upstream: not applied",
+                         extra={"xid": segment.xid,
+                                "at": f"{segment.subdir}/{segment.file}:{segment.start}"})
+                continue
             for _end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules):
                 for action in actions:
                     op = getattr(action, "op", None)
