@@ -25,6 +25,7 @@ from binrelay.apply.plan import FK_LINKED, Delete, KeyedOp, PlanPart, Upsert
 from binrelay.apply.sql import (
     MAX_STATEMENT_BYTES,
     MAX_STATEMENT_ROWS,
+    REPLICA_SQL_MODE,
     Statement,
     change_statement,
     ddl_kind,
@@ -34,6 +35,7 @@ from binrelay.apply.sql import (
     replace_rows,
     value_size,
 )
+from binrelay.apply.statement_sql import reset_statements
 from binrelay.errors import (
     ApplyError,
     DownstreamAuthError,
@@ -53,14 +55,6 @@ __all__ = [
     "apply_transaction",
     "part_statements",
 ]
-
-#: The session sql_mode, whatever the downstream's global one: a replica applies a row as
-#: the upstream stored it, so no strict mode (the ENUM error value '' and values stored
-#: under a non-strict upstream mode go in as they are), NO_AUTO_VALUE_ON_ZERO so that a 0
-#: in an AUTO_INCREMENT column stays 0, no NO_ZERO_DATE / NO_ZERO_IN_DATE and
-#: ALLOW_INVALID_DATES, so zero and invalid dates are stored again. Never
-#: NO_BACKSLASH_ESCAPES (PyMySQL escapes with backslashes) or ANSI_QUOTES.
-REPLICA_SQL_MODE = "NO_AUTO_VALUE_ON_ZERO,ALLOW_INVALID_DATES,NO_ENGINE_SUBSTITUTION"
 
 #: The largest packet the protocol allows; the server's own max_allowed_packet is the
 #: limit that counts (PyMySQL's default of 16 MiB would refuse bigger rows client-side).
@@ -104,7 +98,7 @@ class Downstream:
                 client_flag=CLIENT.FOUND_ROWS, max_allowed_packet=_CLIENT_MAX_PACKET,
             )
         except pymysql.MySQLError as exc:
-            raise _map_error(exc, f"connecting to {self.user}@{self.host}:{self.port}") from None
+            raise map_error(exc, f"connecting to {self.user}@{self.host}:{self.port}") from None
         try:
             with conn.cursor() as cur:
                 cur.execute(
@@ -113,7 +107,7 @@ class Downstream:
             conn.commit()
         except pymysql.MySQLError as exc:
             conn.close()
-            raise _map_error(exc, "setting up the apply session") from None
+            raise map_error(exc, "setting up the apply session") from None
         return conn
 
     def __str__(self) -> str:
@@ -169,7 +163,7 @@ def _server_message(exc: BaseException) -> str:
     return " ".join(text.split()) or type(exc).__name__
 
 
-def _map_error(
+def map_error(
     exc: BaseException, action: str, *, table: TableRef | None = None,
     position: tuple[int, ...] | None = None,
 ) -> DownstreamError:
@@ -230,7 +224,7 @@ def _check_packet(cur: Any, st: Statement, max_packet: int | None) -> None:
 _PACKET_SLACK = 1024
 
 
-def _run(cur: Any, st: Statement, singles: Callable[[], Iterable[Statement]] | None = None,
+def run_statement(cur: Any, st: Statement, singles: Callable[[], Iterable[Statement]] | None = None,
          action: str = "applying rows", max_packet: int | None = None) -> None:
     """Execute ``st``; on a rejected row, find which one (``singles`` re-states the rows one
     per statement; the failed statement was rolled back, the transaction is still open and
@@ -247,9 +241,9 @@ def _run(cur: Any, st: Statement, singles: Callable[[], Iterable[Statement]] | N
             raise _packet_error(st, len(st.sql), max_packet) from None
         if code in _ROW_ERRORS and singles is not None and len(st.positions) > 1:
             for single in singles():
-                _run(cur, single, None, action, max_packet)
+                run_statement(cur, single, None, action, max_packet)
             action += f" (one of {len(st.positions)} rows from this position on)"
-        raise _map_error(exc, action, table=st.table, position=first) from None
+        raise map_error(exc, action, table=st.table, position=first) from None
     if st.expect_rows is not None and matched != st.expect_rows:
         raise DownstreamRowError(
             f"downstream diverged: the row to {st.sql.split(None, 1)[0].lower()} matched"
@@ -284,7 +278,7 @@ def _transaction(conn: Any, body: Callable[[Any], T | None], *, action: str,
                 attempt += 1
                 time.sleep(min(0.05 * 2 ** attempt, 2.0))
                 continue
-            raise _map_error(exc, action) from None
+            raise map_error(exc, action) from None
 
 
 # ---- the keyed path and ordered tables --------------------------------------------------
@@ -394,9 +388,9 @@ def apply_plan_part(
         if ledger is not None and not _claim(cur, ledger, part.task_id):
             return None
         for st, singles in keyed:
-            _run(cur, st, singles, action, max_packet)
+            run_statement(cur, st, singles, action, max_packet)
         for st in ordered:
-            _run(cur, st, None, action, max_packet)
+            run_statement(cur, st, None, action, max_packet)
         return True
 
     action = f"applying task {part.task_id}"
@@ -446,7 +440,7 @@ def apply_transaction(
         if not advance_in_transaction(cur, checkpoint_update):
             return None
         for st in statements:
-            _run(cur, st)
+            run_statement(cur, st)
         return True
 
     done = _transaction(conn, body, action=f"applying the transaction ending at "
@@ -507,8 +501,6 @@ def apply_ddl(
             raise _ddl_error(exc, schema, statement, position) from None
         finally:
             if setup:
-                from binrelay.apply.statement_sql import reset_statements
-
                 with contextlib.suppress(pymysql.MySQLError):
                     for sql in reset_statements():
                         cur.execute(sql)
@@ -531,13 +523,13 @@ def _renamed_already(cur: Any, statement: str, schema: str | None) -> bool:
 
 def _ddl_error(exc: BaseException, schema: str | None, statement: str,
                position: tuple[int, ...] | None) -> DownstreamError:
-    mapped = _map_error(exc, f"running DDL {_snippet(statement)!r} in schema {schema!r}",
+    mapped = map_error(exc, f"running DDL {snippet(statement)!r} in schema {schema!r}",
                         position=position)
     if type(mapped) in (DownstreamError, DownstreamSchemaError, DownstreamRowError):
         return DownstreamDdlError(mapped.reason, position=position, errno=mapped.errno)
     return mapped
 
 
-def _snippet(statement: str, limit: int = 80) -> str:
+def snippet(statement: str, limit: int = 80) -> str:
     text = " ".join(statement.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

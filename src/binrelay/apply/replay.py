@@ -19,7 +19,13 @@ from typing import Any
 
 import pymysql
 
-from binrelay.apply.applier import _map_error, _run, _snippet, apply_ddl, ordered_statements
+from binrelay.apply.applier import (
+    apply_ddl,
+    map_error,
+    ordered_statements,
+    run_statement,
+    snippet,
+)
 from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.sql import quote_table, trigger_ddl
 from binrelay.apply.statement_sql import reset_statements
@@ -103,7 +109,7 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
             return
         with conn.cursor() as cur:
             for st in ordered_statements(pending, fk=True):
-                _run(cur, st, None, "replaying a transaction in order", max_packet)
+                run_statement(cur, st, None, "replaying a transaction in order", max_packet)
         rows += len(pending)
         pending.clear()
 
@@ -124,7 +130,7 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
                 skipped = triggers.any(cur)
             if skipped is not None:
                 raise UnfaithfulApplyError(
-                    f"a statement-format DML ({_snippet(action.text, 60)!r}) may fire upstream"
+                    f"a statement-format DML ({snippet(action.text, 60)!r}) may fire upstream"
                     f" triggers, which binrelay does not replay (trigger {skipped})",
                     position=action.position,
                     hint="log row events upstream (binlog_format=ROW in every session), "
@@ -141,7 +147,7 @@ def _statement(conn: Any, st: SessionStatement) -> None:
                 cur.execute(sql)
             cur.execute(st.raw)
         except pymysql.MySQLError as exc:
-            raise _map_error(exc, f"replaying statement {_snippet(st.text)!r}",
+            raise map_error(exc, f"replaying statement {snippet(st.text)!r}",
                              position=st.position) from None
         finally:
             for sql in reset_statements(user_vars=st.user_vars):

@@ -19,6 +19,7 @@ from binrelay.apply.changes import ABSENT, DELETE, INSERT, Change, TableRef
 __all__ = [
     "MAX_STATEMENT_BYTES",
     "MAX_STATEMENT_ROWS",
+    "REPLICA_SQL_MODE",
     "DdlKind",
     "Statement",
     "change_statement",
@@ -31,6 +32,14 @@ __all__ = [
     "trigger_ddl",
     "use_schema",
 ]
+
+#: The session sql_mode, whatever the downstream's global one: a replica applies a row as
+#: the upstream stored it, so no strict mode (the ENUM error value '' and values stored
+#: under a non-strict upstream mode go in as they are), NO_AUTO_VALUE_ON_ZERO so that a 0
+#: in an AUTO_INCREMENT column stays 0, no NO_ZERO_DATE / NO_ZERO_IN_DATE and
+#: ALLOW_INVALID_DATES, so zero and invalid dates are stored again. Never
+#: NO_BACKSLASH_ESCAPES (PyMySQL escapes with backslashes) or ANSI_QUOTES.
+REPLICA_SQL_MODE = "NO_AUTO_VALUE_ON_ZERO,ALLOW_INVALID_DATES,NO_ENGINE_SUBSTITUTION"
 
 #: Bounds of one multi-row statement: well below the default max_allowed_packet (16 MiB on
 #: MariaDB 10.11, 64 MiB on MySQL 8) and small enough that a lock wait stays short.

@@ -48,8 +48,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from binrelay.apply.applier import REPLICA_SQL_MODE
-from binrelay.apply.sql import quote_ident
+from binrelay.apply.sql import REPLICA_SQL_MODE, quote_ident
 from binrelay.binlog import statement as st
 from binrelay.binlog.statement import QueryStatus, UserVar
 from binrelay.errors import ApplyError

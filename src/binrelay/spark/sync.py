@@ -46,7 +46,7 @@ from binrelay.apply.checkpoint import (
     read_checkpoint,
 )
 from binrelay.apply.plan import PlanPart, group_ordered, ordered_task_id, plan_batch
-from binrelay.apply.replay import SkippedTriggers, replay_actions
+from binrelay.apply.replay import Action, SessionStatement, SkippedTriggers, replay_actions
 from binrelay.config import Config
 from binrelay.errors import UnfaithfulApplyError
 from binrelay.gtid import advance_gtid_set
@@ -400,8 +400,9 @@ class SyncPipeline:
                     rows_by_op = self._dml(segments, batch_id)
                 spark_seconds = time.monotonic() - applying
             finish_batch(conn, self.name, batch_id, self.store)
-            if any(s.kind != "dml" for s in segments):
-                # After the commit: reading the catalog ends the transaction it is in.
+            if self.stats.ddl > ddl_before:
+                # Only a DDL changes what the catalog says; read after the commit, since
+                # reading it ends the transaction it is in.
                 self.read_rules(conn)
         consumers.register(self.relay_dir, self.name, end)
         self.stats.batches += 1
@@ -442,12 +443,7 @@ class SyncPipeline:
                     with conn.cursor() as cur:
                         fresh = advance_in_transaction(cur, update)
                     if fresh:
-                        replay_actions(conn, actions, triggers=self.triggers,
-                                       max_packet=self.rules.max_allowed_packet)
-                        for action in actions:
-                            op = getattr(action, "op", None)
-                            if op is not None:
-                                rows_by_op[op] = rows_by_op.get(op, 0) + 1
+                        self._replay(conn, actions, rows_by_op)
                     conn.commit()
                     current = after
         self.stats.changes += sum(rows_by_op.values())
@@ -465,16 +461,19 @@ class SyncPipeline:
                                 "at": f"{segment.subdir}/{segment.file}:{segment.start}"})
                 continue
             for _end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules):
-                for action in actions:
-                    op = getattr(action, "op", None)
-                    if op is not None:
-                        rows_by_op[op] = rows_by_op.get(op, 0) + 1
-                    elif action.ddl:  # type: ignore[union-attr]
-                        self.stats.ddl += 1
-                replay_actions(conn, actions, triggers=self.triggers,
-                               max_packet=self.rules.max_allowed_packet)
+                self._replay(conn, actions, rows_by_op)
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op
+
+    def _replay(self, conn: Any, actions: list[Action], rows_by_op: dict[str, int]) -> None:
+        """One transaction's actions, in order, counted (row changes by op, DDL)."""
+        for action in actions:
+            if isinstance(action, SessionStatement):
+                self.stats.ddl += action.ddl
+            else:
+                rows_by_op[action.op] = rows_by_op.get(action.op, 0) + 1
+        replay_actions(conn, actions, triggers=self.triggers,
+                       max_packet=self.rules.max_allowed_packet)
 
     def _dml(self, segments: list, batch_id: int) -> dict[str, int]:
         """Apply the batch's DML partitions (planned once, in ``_batch``) on Spark tasks.
