@@ -479,20 +479,20 @@ def advance_gtid_set(text: str, gtids: Iterable[str]) -> str:
 
     The flavour is seen from the GTIDs themselves (``uuid:n`` or ``domain-server-seq``).
     """
-    maria: list[MariaGtid] = []
+    maria: dict[str, str] = {}  # domain -> its last GTID (each replaces the one before)
     mysql: dict[str, list[int]] = {}
     for gtid in gtids:
         if ":" in gtid:
             uuid, _, gno = gtid.rpartition(":")
             mysql.setdefault(uuid, []).append(int(gno))
         else:
-            maria.append(MariaGtid.parse(gtid))
+            maria[gtid.partition("-")[0]] = gtid
     if not maria and not mysql:
         return text
     if maria:
         result: GtidSet = parse_gtid_set(text, "mariadb")
-        for g in maria:
-            result = result.add(g)  # type: ignore[union-attr, arg-type]
+        for g in maria.values():
+            result = result.add(MariaGtid.parse(g))  # type: ignore[union-attr, arg-type]
         return str(result)
     base = parse_gtid_set(text, "mysql")
     for uuid, gnos in mysql.items():

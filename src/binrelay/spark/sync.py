@@ -276,9 +276,11 @@ class SyncPipeline:
         return self.sync.pipeline
 
     def close(self) -> None:
-        """Stop the Spark session this pipeline started (the application ends cleanly on a
-        cluster's master; a session given by the caller is left alone)."""
-        if self._own_spark and self._spark is not None:
+        """Stop the Spark session this pipeline started on a cluster, so that the master
+        sees the application finish (a session given by the caller is left alone).  In
+        local mode the JVM ends with this process: a stop would only add a second."""
+        if self._own_spark and self._spark is not None and \
+                not self.sync.master.startswith("local"):
             spark, self._spark = self._spark, None
             spark.stop()
 
