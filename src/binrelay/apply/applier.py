@@ -27,7 +27,6 @@ from binrelay.apply.sql import (
     MAX_STATEMENT_ROWS,
     REPLICA_SQL_MODE,
     Statement,
-    change_statement,
     ddl_kind,
     delete_keys,
     quote_ident,
@@ -36,6 +35,7 @@ from binrelay.apply.sql import (
     value_size,
 )
 from binrelay.apply.statement_sql import reset_statements
+from binrelay.apply.versioning import HistoryReplay
 from binrelay.errors import (
     ApplyError,
     DownstreamAuthError,
@@ -346,16 +346,15 @@ def ordered_statements(changes: Iterable[Change], *, fk: bool = False) -> list[S
     """
     out: list[Statement] = []
     checks: bool | None = None  # unknown: a retried attempt may have left them on
+    history = HistoryReplay()
     for change in changes:
         if fk and change.fk_checks != checks:
             checks = change.fk_checks
             out.append(_FK_ON if checks else _FK_OFF)
-        st = change_statement(change)
-        if st is not None:
-            out.append(st)
+        out.extend(history.statements(change))
     if checks:
         out.append(_FK_OFF)
-    return out
+    return out + history.finish()
 
 
 _FK_ON = Statement("SET SESSION foreign_key_checks = 1")
@@ -433,8 +432,7 @@ def apply_transaction(
     before image names, which must exist), so partial row images are fine here. On any
     error nothing of it stays, neither data nor checkpoint.
     """
-    statements = [st for st in map(change_statement, sorted(changes, key=lambda c: c.position))
-                  if st is not None]
+    statements = ordered_statements(sorted(changes, key=lambda c: c.position), fk=True)
 
     def body(cur: Any) -> bool | None:
         if not advance_in_transaction(cur, checkpoint_update):

@@ -11,6 +11,11 @@ table, what a statement would do beyond its own row:
   log cascaded changes), so every table linked by a foreign key is replayed in relay order,
   one connected group per task, with foreign key checks on, and updates stay updates (a
   REPLACE's delete would fire ON DELETE actions).
+* **system-versioned tables** (MariaDB): the row start/end columns are written as logged
+  (``binrelay.apply.versioning``), in relay order; tables versioned by transaction id
+  cannot be (a replica's ids are its own): a change of one stops the sync.
+* **sequences** (MariaDB): a NEXTVAL is logged as a write of the sequence's row, only the
+  changed values with ``binlog_row_image=MINIMAL``: the others keep what is stored.
 * **triggers** would fire a second time (their effects are in the binlog already):
   binrelay does not replay trigger DDL and refuses to write to a downstream that has
   triggers on the tables it writes (see ``docs/apply.md``).
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from binrelay.apply.changes import TableRef
+from binrelay.errors import UnfaithfulApplyError
 
 __all__ = ["SYSTEM_SCHEMAS", "TableRules", "Trigger", "read_rules"]
 
@@ -50,9 +56,32 @@ class TableRules:
     triggers: tuple[Trigger, ...] = ()
     #: The downstream's max_allowed_packet (bytes).
     max_allowed_packet: int = 16 << 20
+    #: System-versioned tables: table -> (row start, row end) column names, lower-cased.
+    versioned: dict[TableRef, tuple[str, str]] = field(default_factory=dict)
+    #: Versioned tables whose period is transaction ids, not timestamps.
+    versioned_by_trx: frozenset[TableRef] = frozenset()
+    sequences: frozenset[TableRef] = frozenset()
 
     def group_of(self, table: TableRef) -> TableRef | None:
         return self.fk_group.get(table)
+
+    def period(self, table: TableRef, columns: tuple[str, ...]) -> tuple[int, int] | None:
+        """Indexes of a versioned table's row start and row end in ``columns``, or None."""
+        names = self.versioned.get(table)
+        if names is None:
+            return None
+        if table in self.versioned_by_trx:
+            raise UnfaithfulApplyError(
+                "a change of a table versioned by transaction id (its row start/end are the"
+                " server's own transaction ids, which differ on every server)",
+                table=str(table), hint="version it by timestamp, or exclude it from the sync")
+        lowered = [c.lower() for c in columns]
+        if names[0] not in lowered or names[1] not in lowered:
+            raise UnfaithfulApplyError(
+                "the row images of a system-versioned table do not name its row start/end"
+                " columns", table=str(table),
+                hint="set binlog_row_metadata = FULL on the upstream")
+        return lowered.index(names[0]), lowered.index(names[1])
 
     def writable(self, table: TableRef, columns: tuple[str, ...]) -> tuple[int, ...] | None:
         """Indexes of ``columns`` that statements may assign, or None when all may."""
@@ -69,10 +98,34 @@ def read_rules(conn: Any, *, exclude_schemas: Iterable[str] = ()) -> TableRules:
     generated: dict[TableRef, set[str]] = {}
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS"
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, GENERATION_EXPRESSION, DATA_TYPE"
+            " FROM information_schema.COLUMNS"
             f" WHERE IS_GENERATED = 'ALWAYS' AND TABLE_SCHEMA NOT IN ({marks})", skip)
-        for schema, table, column in cur.fetchall():
-            generated.setdefault(TableRef(schema, table), set()).add(column.lower())
+        periods: dict[TableRef, dict[str, str]] = {}
+        by_trx = set()
+        for schema, table, column, expression, data_type in cur.fetchall():
+            ref = TableRef(schema, table)
+            if expression in _PERIOD_ENDS:
+                periods.setdefault(ref, {})[expression] = column.lower()
+                if data_type.lower() == "bigint":
+                    by_trx.add(ref)
+            else:
+                generated.setdefault(ref, set()).add(column.lower())
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
+            f" WHERE TABLE_TYPE IN ('SYSTEM VERSIONED', 'SEQUENCE') AND TABLE_SCHEMA NOT IN"
+            f" ({marks})", skip)
+        versioned = {}
+        sequences = set()
+        for schema, table, kind in cur.fetchall():
+            ref = TableRef(schema, table)
+            if kind == "SEQUENCE":
+                sequences.add(ref)
+                continue
+            # Implicit periods are not in information_schema.COLUMNS (invisible columns).
+            named = periods.get(ref, {})
+            versioned[ref] = (named.get("ROW START", "row_start"),
+                              named.get("ROW END", "row_end"))
         cur.execute(
             "SELECT CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA,"
             " REFERENCED_TABLE_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS"
@@ -87,7 +140,11 @@ def read_rules(conn: Any, *, exclude_schemas: Iterable[str] = ()) -> TableRules:
         (packet,) = cur.fetchone()
     conn.commit()
     return TableRules({t: frozenset(c) for t, c in generated.items()}, fk_groups(links),
-                      triggers, int(packet))
+                      triggers, int(packet), versioned, frozenset(by_trx),
+                      frozenset(sequences))
+
+
+_PERIOD_ENDS = frozenset({"ROW START", "ROW END"})
 
 
 def fk_groups(links: Iterable[tuple[TableRef, TableRef]]) -> dict[TableRef, TableRef]:

@@ -54,6 +54,12 @@ class Change:
     #: Whether the upstream applied it with foreign key checks on (a rows event's
     #: NO_FOREIGN_KEY_CHECKS flag clear); tables linked by foreign keys are replayed so.
     fk_checks: bool = True
+    #: In a system-versioned table: the indexes of its row start and row end columns
+    #: (``binrelay.apply.versioning`` replays such changes).
+    period: tuple[int, int] | None = None
+    #: A write of a sequence's one row (MariaDB): absent values keep the stored ones, as
+    #: ``binlog_row_image=MINIMAL`` logs only what a NEXTVAL changed.
+    sequence: bool = False
 
     def __post_init__(self) -> None:
         # Cheap shape checks only: these run once per row of a catch-up.

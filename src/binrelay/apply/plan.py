@@ -49,6 +49,8 @@ NO_KEY = "no primary or NOT NULL unique key"
 PARTIAL_IMAGE = "partial row image (binlog_row_image MINIMAL/NOBLOB)"
 FOLDED_KEYS = "key values that a case/accent/pad-insensitive collation may treat as equal"
 FORCED = "routed to an ordered task by the caller"
+VERSIONED = ("system-versioned (its history rows follow from the order of its changes:"
+             " replayed in relay order)")
 FK_LINKED = ("linked by a foreign key (its changes may cascade: replayed in relay order with"
              " its group, foreign key checks on)")
 

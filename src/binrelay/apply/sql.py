@@ -197,6 +197,8 @@ def change_statement(change: Change) -> Statement | None:
     pos = (change.position,)
     if change.op == INSERT:
         assert change.after is not None
+        if change.sequence and ABSENT in change.after:
+            return _sequence_write(change)
         present = [i for i, v in enumerate(change.after) if v is not ABSENT]
         cols = ", ".join(_p(quote_ident(change.columns[i])) for i in present)
         marks = ", ".join(["%s"] * len(present))
@@ -217,6 +219,19 @@ def change_statement(change: Change) -> Statement | None:
                      pos, 1)
 
 
+def _sequence_write(change: Change) -> Statement:
+    """A sequence's row with the absent values taken from the stored row (a sequence table
+    always holds exactly one row; writing it replaces it, as a NEXTVAL does)."""
+    assert change.after is not None
+    table = _p(quote_table(change.table))
+    cols = [_p(quote_ident(c)) for c in change.columns]
+    values = ", ".join(c if v is ABSENT else "%s" for c, v in zip(cols, change.after,
+                                                                  strict=True))
+    return Statement(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {values} FROM {table}",
+                     tuple(v for v in change.after if v is not ABSENT), change.table,
+                     (change.position,), 1)
+
+
 # ---- DDL pass-through -------------------------------------------------------------------
 
 
@@ -231,18 +246,21 @@ class DdlKind:
 # 1007 database exists · 1008 database does not exist · 1050 table exists · 1051 unknown
 # table · 1054 unknown column (CHANGE/RENAME COLUMN replayed) · 1060 duplicate column ·
 # 1061 duplicate key name · 1091 can't drop column/key · 1146 table does not exist (RENAME
-# replayed: only when every target exists, checked by the applier) · 4092 unknown view.
+# replayed: only when every target exists, checked by the applier) · 4091 unknown sequence ·
+# 4092 unknown view.  ALTER SEQUENCE sets values, not steps: running it again is harmless.
 _KINDS: tuple[tuple[re.Pattern[str], DdlKind], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), DdlKind(name, frozenset(codes)))
     for pattern, name, codes in (
         (r"CREATE\s+OR\s+REPLACE\b", "create or replace", ()),
         (r"CREATE\s+(?:TEMPORARY\s+)?TABLE\b", "create table", (1050,)),
+        (r"CREATE\s+(?:TEMPORARY\s+)?SEQUENCE\b", "create sequence", (1050,)),
         (r"CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\b", "create index", (1061,)),
         (r"CREATE\s+(?:DATABASE|SCHEMA)\b", "create database", (1007,)),
         (r"CREATE\s+(?:ALGORITHM\s*=\s*\w+\s+)?(?:DEFINER\s*=\s*\S+\s+)?"
          r"(?:SQL\s+SECURITY\s+\w+\s+)?VIEW\b", "create view", (1050,)),
         (r"DROP\s+(?:TEMPORARY\s+)?TABLES?\b", "drop table", (1051,)),
         (r"DROP\s+VIEW\b", "drop view", (1051, 4092)),
+        (r"DROP\s+(?:TEMPORARY\s+)?SEQUENCE\b", "drop sequence", (4091,)),
         (r"DROP\s+INDEX\b", "drop index", (1091,)),
         (r"DROP\s+(?:DATABASE|SCHEMA)\b", "drop database", (1008,)),
         (r"ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\b", "alter table",

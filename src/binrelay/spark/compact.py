@@ -38,6 +38,7 @@ from binrelay.apply.plan import (
     FOLDED_KEYS,
     NO_KEY,
     PARTIAL_IMAGE,
+    VERSIONED,
     Delete,
     KeyedOp,
     Upsert,
@@ -69,10 +70,12 @@ class _Table:
     #: What its changes are routed by when replayed in order: the table, or its foreign
     #: key group (a group is replayed whole, in relay order, by one task).
     route: TableRef | None = None
+    #: What its changes carry besides their images (``table_shape``).
+    traits: dict[str, Any] = field(default_factory=dict)
 
 
 #: Reasons known from the table alone, the same in every partition of a batch.
-_STATIC = frozenset({NO_KEY, FK_LINKED})
+_STATIC = frozenset({NO_KEY, FK_LINKED, VERSIONED})
 
 
 _PLAIN = frozenset((int, str, bytes))
@@ -136,7 +139,7 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
                 where = change.where
                 raw.append(Change(table.shape[0], op, table.shape[1], table.shape[2],
                                   convert(change.before), convert(change.after),
-                                  (*position, 0), _fk_checks(where)))
+                                  (*position, 0), _fk_checks(where), **table.traits))
             continue  # a late reason: re-read below
         keyof = table.keyof
         last = table.last
@@ -198,14 +201,17 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
 
 def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules) -> _Table:
     ref = TableRef(tm.schema, tm.table)
-    shape, convert = table_shape(tm, rules)
+    shape, convert, traits = table_shape(tm, rules)
     table = by_ref.get(ref)
     if table is None:
         # keyof reads the decoded image, so it keeps the table map's key indexes.
-        table = _Table(shape, convert, _key_function(tuple(tm.primary_key), tm.columns))
+        table = _Table(shape, convert, _key_function(tuple(tm.primary_key), tm.columns),
+                       traits=traits)
         group = rules.group_of(ref)
         if group is not None:
             table.reason, table.route = FK_LINKED, group
+        elif traits["period"] is not None:
+            table.reason = VERSIONED
         elif not shape[2]:
             table.reason = NO_KEY
         by_ref[ref] = table
@@ -216,25 +222,33 @@ def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules) -> 
     return table
 
 
-def table_shape(tm: Any, rules: TableRules) -> tuple[Shape, Any]:
-    """The table as statements write it, and ``image -> SQL parameters`` for it: generated
-    columns left out (the downstream computes them; assigning one is an error)."""
+def table_shape(tm: Any, rules: TableRules) -> tuple[Shape, Any, dict[str, Any]]:
+    """The table as statements write it, ``image -> SQL parameters`` for it, and what its
+    :class:`Change` objects carry besides: a system-versioned table's ``period`` (row
+    start, row end indexes; not part of the key: DML only ever sees current rows), whether
+    it is a ``sequence``.  Generated columns are left out (the downstream computes them;
+    assigning one is an error)."""
     ref = TableRef(tm.schema, tm.table)
     columns, key = tuple(tm.column_names), tuple(tm.primary_key)
     convert = image_params(tm)
     keep = rules.writable(ref, columns)
-    if keep is None or len(keep) == len(columns):
-        return (ref, columns, key), convert
-    if any(k not in keep for k in key):
-        raise ChangeError("a generated column is part of the table's key; binrelay cannot "
-                          "name its rows without writing it", table=str(ref))
-    index = {old: new for new, old in enumerate(keep)}
+    if keep is not None and len(keep) < len(columns):
+        if any(k not in keep for k in key):
+            raise ChangeError("a generated column is part of the table's key; binrelay "
+                              "cannot name its rows without writing it", table=str(ref))
+        index = {old: new for new, old in enumerate(keep)}
+        columns, key = tuple(columns[i] for i in keep), tuple(index[k] for k in key)
+        full_convert = convert
 
-    def project(image: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
-        full = convert(image)
-        return None if full is None else tuple([full[i] for i in keep])
+        def convert(image: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+            full = full_convert(image)
+            return None if full is None else tuple([full[i] for i in keep])
 
-    return (ref, tuple(columns[i] for i in keep), tuple(index[k] for k in key)), project
+    period = rules.period(ref, columns)
+    if period is not None:
+        key = tuple(k for k in key if k not in period)
+    traits = {"period": period, "sequence": ref in rules.sequences}
+    return (ref, columns, key), convert, traits
 
 
 def _fk_checks(where: Any) -> bool:
@@ -276,15 +290,16 @@ def segment_changes(relay_dir: str, segment: Any,
     """
     rules = rules or TableRules()
     converters: dict[int, tuple[Any, Any, TableRef, tuple[str, ...], tuple[int, ...],
-                                bool]] = {}
+                                bool, dict[str, Any]]] = {}
     for change, position in _numbered(relay_dir, segment):
         table = change.table
         cached = converters.get(id(table))
         if cached is None or cached[0] is not table:
-            (ref, columns, key), convert = table_shape(table, rules)
-            cached = (table, convert, ref, columns, key, rules.group_of(ref) is None)
+            (ref, columns, key), convert, traits = table_shape(table, rules)
+            split = rules.group_of(ref) is None and traits["period"] is None
+            cached = (table, convert, ref, columns, key, split, traits)
             converters[id(table)] = cached
-        _t, convert, ref, columns, key, split = cached
+        _t, convert, ref, columns, key, split, traits = cached
         before, after = convert(change.before), convert(change.after)
         op = change.op
         fk = _fk_checks(change.where)
@@ -293,7 +308,7 @@ def segment_changes(relay_dir: str, segment: Any,
             yield Change(ref, DELETE, columns, key, before, None, (*position, 0), fk)
             yield Change(ref, INSERT, columns, key, None, after, (*position, 1), fk)
             continue
-        yield Change(ref, op, columns, key, before, after, (*position, 0), fk)
+        yield Change(ref, op, columns, key, before, after, (*position, 0), fk, **traits)
 
 
 def _numbered(relay_dir: str, segment: Any) -> Iterator[tuple[Any, tuple[int, int, int, int]]]:

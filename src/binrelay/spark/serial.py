@@ -142,12 +142,12 @@ def segment_actions(relay_dir: Path, segment: Segment,
                     if cached is None or cached[0] is not ev.table:
                         cached = (ev.table, *table_shape(ev.table, rules))
                         shapes[id(ev.table)] = cached
-                    _t, (ref, columns, key), convert = cached
+                    _t, (ref, columns, key), convert, traits = cached
                     fk = not ev.flags & NO_FOREIGN_KEY_CHECKS_F
                     for change in ev.rows():
                         before, after = convert(change.before), convert(change.after)
                         actions.append(Change(ref, change.op, columns, key, before, after,
-                                              (seq, file_no, pos, row), fk))
+                                              (seq, file_no, pos, row), fk, **traits))
                         row += 1
                 elif isinstance(ev, XidEvent) or \
                         ev.header.event_type == c.XA_PREPARE_LOG_EVENT:
