@@ -391,6 +391,11 @@ VERSIONED = [
         " (9, 9, '2001-01-01 00:00:00', '2002-01-01 00:00:00.5')"),
     "DELETE HISTORY FROM app.k",
     "UPDATE app.v SET x = x + 1",
+    # Statement format: the server versions the rows here as it did upstream, at the
+    # statement's logged time.
+    (2, "SET SESSION binlog_format = STATEMENT"),
+    (2, "UPDATE app.v SET x = x * 2 WHERE id < 3"),
+    (2, "DELETE FROM app.v WHERE id = 9"),
 ]
 
 SEQUENCES = [
@@ -420,6 +425,24 @@ SEQUENCES = [
 def test_system_versioned_tables(env: Env, spark) -> None:
     converge(env, spark, VERSIONED)
     assert env.downstream.scalar("SELECT COUNT(*) FROM app.v FOR SYSTEM_TIME ALL") > 5
+
+
+def test_a_table_versioned_by_transaction_id_is_versioned_by_the_downstream(
+        mariadb_factory, tmp_path: Path, spark) -> None:
+    """MariaDB logs DML of such a table as statements, whatever binlog_format says; a
+    replica re-runs them and versions the rows with its own transaction ids: so do we."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run([SCHEMA, "CREATE TABLE app.w (id INT PRIMARY KEY, x INT,"
+             " s BIGINT UNSIGNED GENERATED ALWAYS AS ROW START,"
+             " e BIGINT UNSIGNED GENERATED ALWAYS AS ROW END,"
+             " PERIOD FOR SYSTEM_TIME (s, e)) WITH SYSTEM VERSIONING ENGINE=InnoDB",
+             "INSERT INTO app.w (id, x) VALUES (1, 1), (2, 2)",
+             "UPDATE app.w SET x = 3 WHERE id = 1", "DELETE FROM app.w WHERE id = 2"])
+    env.relay()
+    env.sync(spark)
+    rows = "SELECT id, x, e = 18446744073709551615 FROM app.w FOR SYSTEM_TIME ALL ORDER BY 1, 2"
+    assert env.downstream.execute(rows) == env.upstream.execute(rows)
+    assert len(env.downstream.execute(rows)) == 3
 
 
 def test_sequences(env: Env, spark) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import ABSENT, DELETE, INSERT, UPDATE, Change, TableRef
 from binrelay.apply.sql import change_statement
 from binrelay.apply.versioning import HistoryReplay, is_current_end
@@ -87,3 +88,14 @@ def test_a_minimal_sequence_write_keeps_the_stored_values() -> None:
     assert st.sql == ("INSERT INTO `app`.`s` (`next_not_cached_value`, `increment`,"
                       " `cycle_count`) SELECT %s, `increment`, %s FROM `app`.`s`")
     assert st.params == (1001, 0)
+
+
+def test_period_columns_are_found_by_name_and_transaction_ids_refused() -> None:
+    rules = TableRules(versioned={T: ("row_start", "row_end")})
+    assert rules.period(T, ("id", "x", "ROW_START", "row_end")) == (2, 3)
+    assert rules.period(TableRef("app", "plain"), COLS) is None
+    with pytest.raises(UnfaithfulApplyError, match="binlog_row_metadata"):
+        rules.period(T, ("@1", "@2", "@3", "@4"))
+    by_trx = TableRules(versioned={T: ("row_start", "row_end")}, versioned_by_trx=frozenset({T}))
+    with pytest.raises(UnfaithfulApplyError, match="transaction id"):
+        by_trx.period(T, COLS)
