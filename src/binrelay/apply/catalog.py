@@ -12,8 +12,9 @@ table, what a statement would do beyond its own row:
   one connected group per task, with foreign key checks on, and updates stay updates (a
   REPLACE's delete would fire ON DELETE actions).
 * **system-versioned tables** (MariaDB): the row start/end columns are written as logged
-  (``binrelay.apply.versioning``), in relay order; tables versioned by transaction id
-  cannot be (a replica's ids are its own): a change of one stops the sync.
+  (``binrelay.apply.versioning``), in relay order.  Tables versioned by transaction id
+  have their DML logged as statements (replayed, as a replica does); a row change of one
+  cannot be stored (a replica's ids are its own) and stops the sync.
 * **sequences** (MariaDB): a NEXTVAL is logged as a write of the sequence's row, only the
   changed values with ``binlog_row_image=MINIMAL``: the others keep what is stored.
 * **triggers** would fire a second time (their effects are in the binlog already):
