@@ -85,6 +85,7 @@ class SyncConfig:
     partition_bytes: int = 16 << 20
     driver_host: str = "127.0.0.1"
     mode: str = "concurrent"
+    binlog_gtid: str = ""
 
 
 @dataclass(frozen=True)
@@ -501,6 +502,12 @@ SCHEMA: dict[str, dict[str, Field]] = {
                       "concurrent: batches applied in parallel, consistent at batch ends; "
                       "strict: every upstream transaction in relay order, each with its "
                       "checkpoint (consistent after every transaction; one connection)."),
+        "binlog-gtid": Field(
+            _GtidSet(), "",
+            "GTID set the downstream already holds (restored from a backup or a dump): a "
+            "pipeline without a checkpoint starts at the relay position where exactly this "
+            "set is applied; empty means the relay's earliest position. Ignored once the "
+            "pipeline has a checkpoint."),
     },
     "metrics": {
         "relay-addr": Field(

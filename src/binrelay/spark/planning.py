@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from binrelay.binlog.framing import iter_events
-from binrelay.errors import RelayDirError
+from binrelay.errors import ConfigError, GtidError, RelayDirError
+from binrelay.gtid import GtidSet, parse_gtid_set
 from binrelay.relay.layout import (
     SubdirName,
     binlog_sort_key,
@@ -204,6 +205,76 @@ def gtid_set_at(relay_dir: Path, pos: RelayPosition) -> str:
                                      path=str(path)):
             progress.feed(event, at + len(event), fde.checksum_len)
     return progress.gtid_text()
+
+
+def position_of_gtid_set(relay_dir: Path, wanted: str) -> RelayPosition:
+    """The first relay position (a transaction end, or a file start) where the GTID set
+    applied is exactly ``wanted``: where a downstream that holds ``wanted`` (restored from a
+    backup, loaded from a dump) starts.  MariaDB sets compare by domain and sequence number,
+    as MariaDB compares positions."""
+    start, end = earliest(relay_dir), durable_end(relay_dir)
+    want: GtidSet | None = None
+    seen = ""
+    first_set: str | None = None  # what the relay starts from
+    for span in spans(relay_dir, start, end):
+        path = relay_dir / str(span.subdir) / span.file
+        fde = read_fde(path)
+        if fde is None:
+            continue
+        flavor = "mariadb" if fde.is_mariadb else "mysql"
+        if want is None:
+            want = _gtid_set(wanted, flavor)
+        progress = Progress(flavor=flavor)
+        in_header = True
+        first_file = first_set is None
+        if first_file:
+            first_set = ""
+        with open(path, "rb") as f:
+            for at, event in iter_events(f, 4, span.stop, checksum_alg=fde.checksum_alg,
+                                         path=str(path)):
+                boundary = progress.feed(event, at + len(event), fde.checksum_len)
+                in_header = in_header and not progress.in_transaction
+                if first_file and in_header:
+                    first_set = progress.gtid_text()
+                if boundary and _same(progress, want, flavor):
+                    # Inside the file's header (its starting set): the file's start.
+                    return RelayPosition(span.subdir, span.file,
+                                         4 if in_header else at + len(event))
+        seen = progress.gtid_text()
+    if want is not None and not _contained(first_set or "", want, flavor):
+        raise RelayDirError(
+            f"the relay starts after GTID set {wanted} (at {first_set}): the transactions"
+            " the downstream lacks are not in the relay",
+            hint="relay from an earlier position (relay-binlog-gtid), or load the downstream"
+                 " from a newer backup")
+    if want is not None and _contained(seen, want, flavor):
+        raise RelayDirError(
+            f"the relay has not reached GTID set {wanted} yet (it ends at {seen or 'nothing'})",
+            hint="start the sync once the relay has caught up with the upstream")
+    raise RelayDirError(
+        f"the relay never holds exactly GTID set {wanted} (it ends at {seen or 'nothing'})",
+        hint="give binlog-gtid as the upstream wrote it when the downstream's copy was "
+             "taken (@@gtid_binlog_pos, gtid_executed, the backup's binlog info)")
+
+
+def _gtid_set(text: str, flavor: str) -> GtidSet:
+    try:
+        return parse_gtid_set(text, flavor)
+    except GtidError as exc:
+        raise ConfigError(f"[sync] binlog-gtid: {exc.message} (the relay holds a {flavor} "
+                          "binlog)", hint="give the downstream's GTID set in the upstream's "
+                          "form") from None
+
+
+def _same(progress: Progress, want: GtidSet, flavor: str) -> bool:
+    """Whether the set applied so far is ``want``."""
+    have = parse_gtid_set(progress.gtid_text(), flavor)
+    return have.issuperset(want) and want.issuperset(have)  # type: ignore[arg-type]
+
+
+def _contained(text: str, want: GtidSet, flavor: str) -> bool:
+    """Whether the set ``text`` is part of ``want`` (the relay has not got past it)."""
+    return want.issuperset(parse_gtid_set(text, flavor))  # type: ignore[arg-type]
 
 
 def xa_outcome(relay_dir: Path, after: RelayPosition, end: RelayPosition,

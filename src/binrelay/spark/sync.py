@@ -72,6 +72,7 @@ from binrelay.spark.planning import (
     gtid_set_at,
     next_batch,
     plan_partitions,
+    position_of_gtid_set,
 )
 from binrelay.spark.serial import segment_actions
 
@@ -306,8 +307,15 @@ class SyncPipeline:
             conn.commit()
             found = read_checkpoint(conn, self.name, self.store)
             if found is None:
-                found = init_checkpoint(conn, self.name, _position(earliest(self.relay_dir)),
-                                        self.store)
+                wanted = self.sync.binlog_gtid
+                start = position_of_gtid_set(self.relay_dir, wanted) if wanted \
+                    else earliest(self.relay_dir)
+                found = init_checkpoint(conn, self.name, _position(start, wanted), self.store)
+                log.info("new pipeline", extra={"pipeline": self.name, "start": _where(start),
+                                                "gtid_set": wanted})
+            elif self.sync.binlog_gtid:
+                log.info("binlog-gtid ignored: the pipeline has a checkpoint",
+                         extra={"pipeline": self.name, "checkpoint": str(found.position)})
             return found
 
     # --- the loop --------------------------------------------------------------------------
