@@ -110,6 +110,23 @@ def test_a_table_missing_downstream_is_one_line(env: Env) -> None:
     assert "level=debug logger=binrelay.spark.jvm " in log
 
 
+def test_a_row_larger_than_the_downstreams_packet_is_one_line(mariadb_factory,
+                                                               tmp_path: Path) -> None:
+    env = Env(tmp_path, mariadb_factory(server_id=1, extra_args=["--max-allowed-packet=64M"]),
+              mariadb_factory(server_id=2, extra_args=["--max-allowed-packet=1M"]))
+    env.upstream.execute("CREATE DATABASE d")
+    env.upstream.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v LONGTEXT)")
+    env.upstream.execute("INSERT INTO d.t VALUES (1, REPEAT('x', 3000000))")
+    env.relay()
+    proc = run_binrelay("sync", "--config", str(env.sync_config()), "--until-caught-up",
+                        timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    line = the_error_line(proc.stderr)
+    assert line.startswith("binrelay: error: [BR5104] "), line
+    assert "max_allowed_packet" in line and "table d.t" in line, line
+    assert re.search(r"position \S+", line), line
+
+
 def test_a_row_rejected_in_an_executor_then_recover_then_a_clean_sync(env: Env) -> None:
     up, down = env.upstream, env.downstream
     up.execute("CREATE DATABASE d")
