@@ -396,6 +396,10 @@ VERSIONED = [
     (2, "SET SESSION binlog_format = STATEMENT"),
     (2, "UPDATE app.v SET x = x * 2 WHERE id < 3"),
     (2, "DELETE FROM app.v WHERE id = 9"),
+    # DDL on a versioned table (allowed upstream by the session; a replica applies it).
+    (3, "SET SESSION system_versioning_alter_history = KEEP"),
+    (3, "ALTER TABLE app.v ADD COLUMN y INT DEFAULT 5"),
+    "UPDATE app.v SET y = 6 WHERE id = 1",
 ]
 
 SEQUENCES = [

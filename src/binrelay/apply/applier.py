@@ -11,6 +11,7 @@ message or a repr.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -86,9 +87,11 @@ class Downstream:
 
         ``autocommit=0``; ``foreign_key_checks=0`` (the upstream checked them, and survivors
         run in any order); ``unique_checks`` left on (REPLACE needs them); ``time_zone =
-        '+00:00'`` (TIMESTAMP values arrive as UTC text); sql_mode :data:`REPLICA_SQL_MODE`.
-        Matched rather than changed rows are counted, so an UPDATE that finds its row
-        reports it even when nothing changes.
+        '+00:00'`` (TIMESTAMP values arrive as UTC text); sql_mode :data:`REPLICA_SQL_MODE`;
+        on MariaDB ``system_versioning_alter_history = KEEP`` (a replica's SQL thread
+        alters system-versioned tables whatever the variable says).  Matched rather than
+        changed rows are counted, so an UPDATE that finds its row reports it even when
+        nothing changes.
         """
         try:
             conn = pymysql.connect(
@@ -102,7 +105,9 @@ class Downstream:
         try:
             with conn.cursor() as cur:
                 cur.execute(
-                    "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s",
+                    "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s"
+                    + (", system_versioning_alter_history = 'KEEP'"
+                       if _has_versioning(conn.server_version) else ""),
                     (REPLICA_SQL_MODE,))
             conn.commit()
         except pymysql.MySQLError as exc:
@@ -112,6 +117,13 @@ class Downstream:
 
     def __str__(self) -> str:
         return f"{self.user}@{self.host}:{self.port}"
+
+
+def _has_versioning(server_version: str) -> bool:
+    """MariaDB 10.3.4+ has system-versioned tables (and their session variables)."""
+    # The handshake says "5.5.5-10.11.19-MariaDB-…" (the prefix kept old clients working).
+    digits = re.search(r"(\d+)\.(\d+)\.(\d+)-MariaDB", server_version, re.IGNORECASE)
+    return digits is not None and tuple(map(int, digits.groups())) >= (10, 3, 4)
 
 
 #: Idle apply connections of this process, one per downstream.  Spark reuses its Python
