@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zlib
 from pathlib import Path
 
 import pytest
@@ -55,13 +56,24 @@ def test_text_dump_lists_events_and_rows() -> None:
     assert "### WHERE" in out and "### SET" in out
 
 
+def as_after_restart(binlog: bytes) -> bytes:
+    """``binlog`` with its FORMAT_DESCRIPTION's ``created`` set (and its CRC32 redone)."""
+    size = int.from_bytes(binlog[4 + 9:4 + 13], "little")
+    fde = bytearray(binlog[4:4 + size])
+    fde[19 + 2 + 50:19 + 2 + 50 + 4] = (1).to_bytes(4, "little")
+    fde[-4:] = zlib.crc32(bytes(fde[:-4])).to_bytes(4, "little")
+    return binlog[:4] + bytes(fde) + binlog[4 + size:]
+
+
 def test_relay_dir_in_index_order(tmp_path: Path) -> None:
     # Two subdirs in index order; within one, files by binlog number (not by name).
     a, b = tmp_path / "uuid-a.000001", tmp_path / "uuid-b.000002"
     a.mkdir()
     b.mkdir()
     shutil.copy(CAPTURES / "rust_mysql_common/mysql_type_bit.000001", b / "mysql-bin.000001")
-    shutil.copy(ZONGJI, a / "mysql-bin.000010")
+    # Unrelated captures; the second made to read as the first binlog after an upstream
+    # restart, which is how a file may follow one without a ROTATE (relay/chain.py).
+    (a / "mysql-bin.000010").write_bytes(as_after_restart(ZONGJI.read_bytes()))
     shutil.copy(CAPTURES / "rust_mysql_common/json-opaque.binlog", a / "mysql-bin.000009")
     (tmp_path / "server-uuid.index").write_text("uuid-a.000001\nuuid-b.000002\n")
     code, out, _ = _run("--json", str(tmp_path))

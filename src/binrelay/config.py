@@ -86,6 +86,7 @@ class SyncConfig:
     driver_host: str = "127.0.0.1"
     mode: str = "concurrent"
     binlog_gtid: str = ""
+    reconnect_deadline: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -508,6 +509,11 @@ SCHEMA: dict[str, dict[str, Field]] = {
             "pipeline without a checkpoint starts at the relay position where exactly this "
             "set is applied; empty means the relay's earliest position. Ignored once the "
             "pipeline has a checkpoint."),
+        "reconnect-deadline": Field(
+            _Float(0), 600.0,
+            "Seconds `sync --until-caught-up` and `recover` wait for a lost or refused "
+            "downstream (retrying with backoff up to 30 s) before they stop with one line; a "
+            "streaming `sync` waits as long as it takes.", unit="seconds", default_doc="600"),
     },
     "metrics": {
         "relay-addr": Field(

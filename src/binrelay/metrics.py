@@ -95,10 +95,16 @@ class SyncMetrics:
         self.lag = Gauge("binrelay_sync_lag_bytes",
                          "Relay bytes between the checkpoint and the relay's end.",
                          registry=registry)
+        self.outages = Counter("binrelay_sync_downstream_outages",
+                               "Times the downstream was lost and waited for.",
+                               registry=registry)
         for kind in ("dml", "ddl", "empty"):
             self.batches.labels(kind)
         for op in ("insert", "update", "delete"):
             self.rows.labels(op)
+
+    def downstream_lost(self) -> None:
+        self.outages.inc()
 
     def __call__(self, report: Any) -> None:
         self.batches.labels(report.kind).inc()

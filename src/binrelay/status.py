@@ -140,6 +140,8 @@ class SyncProcess:
     pid: int | None = None
     alive: bool = False
     updated_at: str | None = None
+    last_error: str = ""
+    last_error_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +278,8 @@ def read_sync_process(relay_dir: Path, pipeline: str) -> SyncProcess:
         return SyncProcess(LIVE, path, found=False)
     consumer = found[0]
     return SyncProcess(LIVE, path, found=True, pid=consumer.pid, alive=pid_alive(consumer.pid),
-                       updated_at=_iso(consumer.updated))
+                       updated_at=_iso(consumer.updated), last_error=consumer.last_error,
+                       last_error_at=_iso(consumer.last_error_at))
 
 
 def _lag_bytes(relay_dir: Path, checkpoint: Checkpoint, end: Position | None) -> int | None:
@@ -416,6 +419,8 @@ def render(status: Status) -> str:
             ("Sync_Running", "Yes" if sp.alive else "No"),
             ("Sync_Pid", sp.pid),
             ("Sync_Consumer_Updated", sp.updated_at),
+            ("Sync_Last_Error", sp.last_error),
+            ("Sync_Last_Error_Timestamp", sp.last_error_at),
         ]),
     ]
     width = max(len(key) for _title, rows in groups for key, _v in rows)

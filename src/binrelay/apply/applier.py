@@ -196,6 +196,18 @@ def map_error(
                errno=code)
 
 
+def downstream_lost(exc: BaseException) -> DownstreamConnectionError | None:
+    """``exc`` as a lost or refused downstream connection (worth waiting for and running
+    the batch again), or None when it is anything else (schema, constraint, bug)."""
+    if isinstance(exc, DownstreamConnectionError):
+        return exc
+    if isinstance(exc, pymysql.MySQLError):
+        mapped = map_error(exc, "talking to the downstream")
+        if isinstance(mapped, DownstreamConnectionError):
+            return mapped
+    return None
+
+
 def _rollback_quietly(conn: Any) -> None:
     # If the connection is gone, the server rolls back on its own.
     with contextlib.suppress(pymysql.MySQLError):

@@ -33,6 +33,9 @@ class Consumer:
     position: RelayPosition
     updated: datetime
     pid: int | None = None
+    #: The last error the consumer rode out (e.g. a lost downstream), and when.
+    last_error: str = ""
+    last_error_at: datetime | None = None
 
     def describe(self) -> str:
         age = time.time() - self.updated.timestamp()
@@ -51,15 +54,28 @@ def check_name(name: str) -> str:
     return name
 
 
-def register(relay_dir: Path, name: str, position: RelayPosition) -> Consumer:
-    """Record (or move) ``name``'s safe position durably."""
+def register(relay_dir: Path, name: str, position: RelayPosition, *,
+             last_error: tuple[str, float] | None = None) -> Consumer:
+    """Record (or move) ``name``'s safe position durably; ``last_error``: the last error it
+    rode out (text, epoch seconds), shown by ``status``."""
     check_name(name)
     make_dir(_dir(relay_dir))
     consumer = Consumer(name, position, datetime.now(UTC), os.getpid())
-    data = {"name": name, **position.to_dict(), "updated": consumer.updated,
-            "pid": consumer.pid}
+    data: dict[str, object] = {"name": name, **position.to_dict(), "updated": consumer.updated,
+                               "pid": consumer.pid}
+    if last_error is not None:
+        at = datetime.fromtimestamp(last_error[1], UTC)
+        consumer = Consumer(name, position, consumer.updated, consumer.pid, last_error[0], at)
+        data.update({"last_error": last_error[0], "last_error_at": at})
     write_atomic(_dir(relay_dir) / f"{name}.toml", tomli_w.dumps(data).encode())
     return consumer
+
+
+def note_error(relay_dir: Path, name: str, error: tuple[str, float]) -> None:
+    """Add ``error`` to ``name``'s registration, its position unchanged."""
+    for consumer in list_consumers(relay_dir):
+        if consumer.name == name:
+            register(relay_dir, name, consumer.position, last_error=error)
 
 
 def unregister(relay_dir: Path, name: str) -> bool:
@@ -88,8 +104,11 @@ def list_consumers(relay_dir: Path) -> list[Consumer]:
             if updated.tzinfo is None:
                 updated = updated.replace(tzinfo=UTC)
             pid = data.get("pid")
+            error_at = data.get("last_error_at")
             out.append(Consumer(str(data["name"]), RelayPosition.from_dict(data), updated,
-                                pid if isinstance(pid, int) else None))
+                                pid if isinstance(pid, int) else None,
+                                str(data.get("last_error", "")),
+                                error_at if isinstance(error_at, datetime) else None))
         except FileNotFoundError:
             continue  # unregistered meanwhile
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError,

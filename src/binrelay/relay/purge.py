@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.errors import BinrelayError
+from binrelay.relay.chain import check_relay_dir
 from binrelay.relay.consumers import Consumer, list_consumers, oldest
 from binrelay.relay.layout import (
     SubdirName,
@@ -102,6 +103,9 @@ def read_state(relay_dir: Path) -> RelayState:
     if not index:
         raise PurgeError(f"{relay_dir} holds no relay log (no server-uuid.index)",
                          hint="check relay-dir")
+    # What is safe to remove is judged by consumers' positions along the chain: a chain
+    # with a gap cannot be judged.
+    check_relay_dir(relay_dir)
     files = []
     for subdir in index:
         for name in list_binlogs(relay_dir / str(subdir)):

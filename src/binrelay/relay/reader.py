@@ -38,6 +38,7 @@ from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import TxnTracker, needs_query_prefix
 from binrelay.errors import BinlogFormatError, GtidError, IncompleteEventError, RelayDirError
 from binrelay.gtid import GtidSet, MariaGtid, MariaGtidSet, MysqlGtidSet, parse_gtid_set
+from binrelay.relay.chain import check_handover, check_subdirs
 from binrelay.relay.layout import (
     RelayMeta,
     SubdirName,
@@ -139,6 +140,7 @@ class RelayReader:
         return not self.should_stop()
 
     def events(self) -> Iterator[RelayEvent]:
+        check_subdirs(self.relay_dir)
         pos = self.start or self._first_position()
         subdir, name, offset = pos.subdir, pos.binlog_name, pos.binlog_pos
         try:
@@ -170,6 +172,8 @@ class RelayReader:
                 # Where next?
                 if key < meta_key:
                     later = [f for f in files if binlog_sort_key(f) > key]
+                    if later:
+                        check_handover(sub_path, name, later[0])
                     name = later[0] if later else meta.binlog_name
                     offset = 4
                     continue

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from binrelay.binlog import constants as c
 from binrelay.errors import BinlogFormatError, IncompleteEventError, RelayDirError
+from binrelay.relay.chain import check_relay_dir
 from binrelay.relay.layout import list_binlogs, read_index
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.events import Event, RowChange
@@ -78,6 +79,7 @@ def relay_dir_files(relay_dir: Path | str) -> list[Path]:
     if names is None:
         raise RelayDirError(f"{relay_dir} has no server-uuid.index",
                             hint="give a relay directory or one binlog file")
+    check_relay_dir(relay_dir)
     return [relay_dir / str(n) / f for n in names for f in list_binlogs(relay_dir / str(n))]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from binrelay.binlog.framing import iter_events
 from binrelay.errors import ConfigError, GtidError, RelayDirError
 from binrelay.gtid import GtidSet, parse_gtid_set
+from binrelay.relay.chain import check_handover, check_subdirs
 from binrelay.relay.layout import (
     SubdirName,
     binlog_sort_key,
@@ -60,6 +61,7 @@ def durable_end(relay_dir: Path) -> RelayPosition:
     if not index:
         raise RelayDirError(f"{relay_dir} holds no relay log (no server-uuid.index)",
                             hint="start `binrelay relay` first, or check relay-dir")
+    check_subdirs(relay_dir, index)
     meta = read_meta(relay_dir / str(index[-1]))
     if meta is None:
         raise RelayDirError(f"{relay_dir / str(index[-1])} has no relay.meta")
@@ -92,7 +94,10 @@ class Span:
 
 
 def spans(relay_dir: Path, start: RelayPosition, end: RelayPosition) -> list[Span]:
+    """The relay files from ``start`` to ``end``, each proven to follow the one before it
+    (``relay.chain``): a gap in the relay stops the reader instead of being stepped over."""
     index = read_index(relay_dir) or []
+    check_subdirs(relay_dir, index)
     out: list[Span] = []
     for subdir in index:
         if subdir.seq < start.subdir.seq or subdir.seq > end.subdir.seq:
@@ -100,8 +105,17 @@ def spans(relay_dir: Path, start: RelayPosition, end: RelayPosition) -> list[Spa
         sub = relay_dir / str(subdir)
         meta = read_meta(sub)
         files = list_binlogs(sub)
+        if subdir == start.subdir and start.binlog_name not in files and start.binlog_pos > 4 \
+                and any(binlog_sort_key(f) > binlog_sort_key(start.binlog_name) for f in files):
+            raise RelayDirError(f"relay file {sub / start.binlog_name} is missing",
+                                hint="restore it; binrelay does not read past a gap")
+        previous: str | None = None
         for name in files:
             here = (subdir.seq, binlog_sort_key(name))
+            if previous is not None and (subdir.seq, binlog_sort_key(previous)) >= \
+                    start.file_key() and here <= end.file_key():
+                check_handover(sub, previous, name)
+            previous = name
             if here < start.file_key() or here > end.file_key():
                 continue
             size = (sub / name).stat().st_size

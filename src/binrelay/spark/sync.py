@@ -27,9 +27,14 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from binrelay.apply.applier import Downstream, apply_plan_part, pooled_connection
+from binrelay.apply.applier import (
+    Downstream,
+    apply_plan_part,
+    downstream_lost,
+    pooled_connection,
+)
 from binrelay.apply.catalog import TableRules, read_rules
 from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
@@ -48,7 +53,7 @@ from binrelay.apply.checkpoint import (
 from binrelay.apply.plan import PlanPart, group_ordered, ordered_task_id, plan_batch
 from binrelay.apply.replay import Action, SessionStatement, SkippedTriggers, replay_actions
 from binrelay.config import Config
-from binrelay.errors import UnfaithfulApplyError
+from binrelay.errors import DownstreamConnectionError, UnfaithfulApplyError
 from binrelay.gtid import advance_gtid_set
 from binrelay.relay import consumers
 from binrelay.relay.layout import SubdirName
@@ -77,6 +82,7 @@ from binrelay.spark.planning import (
 from binrelay.spark.serial import segment_actions
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _position(pos: RelayPosition, gtid_set: str = "") -> Position:
@@ -237,6 +243,19 @@ class BatchReport:
 BatchListener = Callable[[BatchReport], None]
 
 
+@dataclass
+class Outage:
+    """A downstream outage: since when (monotonic), the first error, attempts so far."""
+
+    since: float
+    error: str
+    attempts: int = 0
+
+
+#: Backoff between attempts to reach a lost downstream: 0.5 s, doubling, at most 30 s.
+_BACKOFF_FIRST, _BACKOFF_CAP = 0.5, 30.0
+
+
 class SyncPipeline:
     def __init__(self, config: Config, *, spark: Any = None,
                  should_stop: Callable[[], bool] | None = None,
@@ -254,6 +273,11 @@ class SyncPipeline:
         self.listeners: list[BatchListener] = list(listeners or ())
         self.rules = TableRules()
         self.triggers = SkippedTriggers(config.sync.checkpoint_schema, config.sync.pipeline)
+        #: The downstream outage being waited out, if any.
+        self.outage: Outage | None = None
+        #: The last error retried (text, epoch seconds), kept in the consumer registration
+        #: for ``status``.
+        self.last_error: tuple[str, float] | None = None
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -322,20 +346,93 @@ class SyncPipeline:
 
     def run(self, *, until_caught_up: bool = False) -> SyncStats:
         """Apply batches until told to stop, or (``until_caught_up``) until the relay's
-        durable end as it was at the start of each batch."""
+        durable end as it was at the start of each batch.
+
+        A lost or refused downstream connection is waited for, with capped backoff, and the
+        sync goes on from its checkpoint (the batch in flight replayed first, as
+        ``recover`` does): forever when streaming, for ``[sync] reconnect-deadline`` seconds
+        with ``until_caught_up``.  Any other error stops it."""
         started = time.monotonic()
+        try:
+            self.retrying(lambda: self._run(until_caught_up), deadline=until_caught_up)
+        finally:
+            self.stats.seconds = time.monotonic() - started
+        return self.stats
+
+    def retrying(self, step: Callable[[], T], *, deadline: bool) -> T | None:
+        """``step()``, run again after a lost downstream came back (None when told to stop
+        while waiting); with ``deadline``, at most ``[sync] reconnect-deadline`` seconds of
+        waiting."""
+        while True:
+            try:
+                result = step()
+            except Exception as exc:
+                lost = downstream_lost(exc)
+                if lost is None:
+                    raise
+                if not self._wait_for_downstream(lost, deadline):
+                    return None
+            else:
+                self._downstream_back()
+                return result
+
+    def _wait_for_downstream(self, lost: DownstreamConnectionError, until_caught_up: bool
+                             ) -> bool:
+        """Sleep before the next attempt; False when told to stop meanwhile.  Raises ``lost``
+        (with how long it lasted) once the deadline is past."""
+        outage = self.outage
+        if outage is None:
+            outage = self.outage = Outage(time.monotonic(), str(lost))
+            log.warning("downstream lost; retrying", extra={
+                "pipeline": self.name, "downstream": str(self.downstream), "error": str(lost)})
+            self.last_error = (str(lost), time.time())
+            consumers.note_error(self.relay_dir, self.name, self.last_error)
+            for listener in self.listeners:
+                lost_hook = getattr(listener, "downstream_lost", None)
+                if lost_hook is not None:
+                    lost_hook()
+        else:
+            log.debug("downstream still lost", extra={"error": str(lost)})
+        outage.attempts += 1
+        waited = time.monotonic() - outage.since
+        deadline = self.sync.reconnect_deadline
+        if until_caught_up and waited >= deadline:
+            raise DownstreamConnectionError(
+                f"the downstream {self.downstream} stayed unreachable for {waited:.0f} s"
+                f" ({outage.attempts} attempts; last: {lost.reason})",
+                hint="start it (or fix [to]) and run the sync again: it goes on from its "
+                     "checkpoint; [sync] reconnect-deadline sets how long to wait") from None
+        delay = min(_BACKOFF_CAP, _BACKOFF_FIRST * 2 ** (outage.attempts - 1))
+        if until_caught_up:
+            delay = min(delay, max(0.0, deadline - waited))
+        ends = time.monotonic() + delay
+        while time.monotonic() < ends:
+            if self.should_stop():
+                return False
+            time.sleep(min(0.2, max(0.0, ends - time.monotonic())))
+        return not self.should_stop()
+
+    def _downstream_back(self) -> None:
+        if self.outage is not None:
+            log.info("downstream back", extra={
+                "pipeline": self.name, "seconds": round(time.monotonic() - self.outage.since, 3),
+                "attempts": self.outage.attempts})
+            self.outage = None
+
+    def _run(self, until_caught_up: bool) -> None:
         waiter: ChangeWaiter | None = None
         blocked = False
         try:
             # The checkpoint is read once: from then on this process is the one moving it
             # (mark_in_flight refuses a batch that does not start where it stands).
             cp = self.checkpoint()
+            self._downstream_back()
             with pooled_connection(self.downstream) as conn:
                 self.read_rules(conn)
             start = _relay_position(cp.position)
             gtid = cp.position.gtid_set or gtid_set_at(self.relay_dir, start)
             batch_id = cp.batch_id
-            consumers.register(self.relay_dir, self.name, start)
+            consumers.register(self.relay_dir, self.name, start, last_error=self.last_error)
             if not cp.consistent and cp.target is not None:
                 end = _relay_position(cp.target)
                 gtid = cp.target.gtid_set
@@ -372,8 +469,6 @@ class SyncPipeline:
         finally:
             if waiter is not None:
                 waiter.close()
-            self.stats.seconds = time.monotonic() - started
-        return self.stats
 
     def _wait(self, waiter: ChangeWaiter | None, end: RelayPosition) -> ChangeWaiter:
         """Sleep until the relay writes more (or a second passes)."""
@@ -414,7 +509,7 @@ class SyncPipeline:
                 # Only a DDL changes what the catalog says; read after the commit, since
                 # reading it ends the transaction it is in.
                 self.read_rules(conn)
-        consumers.register(self.relay_dir, self.name, end)
+        consumers.register(self.relay_dir, self.name, end, last_error=self.last_error)
         self.stats.batches += 1
         report = BatchReport(
             pipeline=self.name, batch_id=batch_id,
@@ -581,8 +676,8 @@ def recover(config: Config, *, listeners: list[BatchListener] | None = None
     anything had to be done."""
     pipeline = SyncPipeline(config, listeners=listeners)
     try:
-        cp = pipeline.checkpoint()
-        if cp.consistent:
+        cp = pipeline.retrying(pipeline.checkpoint, deadline=True)
+        if cp is None or cp.consistent:
             return False, pipeline.stats
         return True, pipeline.run(until_caught_up=True)
     finally:
