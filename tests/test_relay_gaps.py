@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import re
 import shutil
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from binlog_builder import BinlogBuilder
 from binrelay.config import load_config
 from binrelay.errors import BinrelayError, RelayDirError
+from binrelay.relay.chain import check_handover
 from binrelay.relay.layout import list_binlogs, read_index
 from binrelay.relay.purge import read_state
 from binrelay.relay.reader import RelayReader
@@ -176,3 +179,46 @@ def test_an_upstream_restart_is_not_a_gap(mariadb_factory, tmp_path: Path, spark
     assert list(RelayReader(relay_dir))
     for name in ("source", "sync", "purge"):
         readers(relay_dir, tmp_path, spark)[name]()
+
+
+# --- each hand-over rule on built files (no server) -----------------------------------------
+
+
+def built_file(*, rotate_to: str | None = None, stop: bool = False,
+               after_restart: bool = True) -> bytes:
+    b = BinlogBuilder().header()
+    b.trx([1])
+    if rotate_to:
+        b.rotate(rotate_to)
+    if stop:
+        b.stop()
+    data = b.bytes()
+    if not after_restart:  # a file opened by a rotation: its FDE's ``created`` is 0
+        size = int.from_bytes(data[4 + 9:4 + 13], "little")
+        fde = bytearray(data[4:4 + size])
+        fde[19 + 2 + 50:19 + 2 + 50 + 4] = bytes(4)
+        fde[-4:] = zlib.crc32(bytes(fde[:-4])).to_bytes(4, "little")
+        data = data[:4] + bytes(fde) + data[4 + size:]
+    return data
+
+
+@pytest.mark.parametrize("first, second, name, problem", [
+    (dict(rotate_to="mysql-bin.000002"), dict(after_restart=False), "mysql-bin.000002", None),
+    (dict(rotate_to="mysql-bin.000009"), dict(after_restart=False), "mysql-bin.000002",
+     r"rotates to mysql-bin\.000009, but the next file present is mysql-bin\.000002"),
+    (dict(rotate_to="mysql-bin.000002"), dict(after_restart=False), "mysql-bin.000003",
+     r"mysql-bin\.000002 is missing \(mysql-bin\.000001 rotates to it"),
+    (dict(stop=True), dict(after_restart=True), "mysql-bin.000002", None),
+    (dict(), dict(after_restart=True), "mysql-bin.000002", None),  # a crash, then a restart
+    (dict(stop=True), dict(after_restart=True), "mysql-bin.000004",
+     r"relay files are missing between"),
+    (dict(), dict(after_restart=False), "mysql-bin.000002", r"ends without the ROTATE"),
+])
+def test_hand_over_rules(tmp_path: Path, first, second, name, problem) -> None:
+    (tmp_path / "mysql-bin.000001").write_bytes(built_file(**first))
+    (tmp_path / name).write_bytes(built_file(**second))
+    if problem is None:
+        check_handover(tmp_path, "mysql-bin.000001", name)
+    else:
+        with pytest.raises(RelayDirError, match=problem):
+            check_handover(tmp_path, "mysql-bin.000001", name)

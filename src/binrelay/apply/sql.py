@@ -274,6 +274,23 @@ _OTHER = DdlKind("other", frozenset())
 _LEADING_NOISE = re.compile(r"(?:\s+|/\*(?![!M]).*?\*/|(?:--\s|#)[^\n]*(?:\n|$))*", re.DOTALL)
 
 
+_START_TRANSACTION = re.compile(rb"\s+START\s+TRANSACTION\s*;?\s*$", re.IGNORECASE)
+
+
+def start_transaction_clause(raw: bytes) -> int:
+    """How many bytes at the end of ``raw`` are a ``START TRANSACTION`` table option (ASCII:
+    as many characters of its text), to be left out.
+
+    MySQL 8.0.21+ logs the CREATE of a ``CREATE TABLE … SELECT`` with that option (its
+    replicas then insert the rows in the same transaction); MariaDB and older MySQL do not
+    know it.  Without it the CREATE commits first, as MariaDB's own CREATE … SELECT is
+    logged, and the rows follow."""
+    if ddl_kind(raw[:64].decode("utf-8", "replace")).name != "create table":
+        return 0
+    found = _START_TRANSACTION.search(raw)
+    return 0 if found is None else len(raw) - found.start()
+
+
 def ddl_kind(statement: str) -> DdlKind:
     body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
     for pattern, kind in _KINDS:

@@ -17,6 +17,7 @@ from typing import Any
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import Change
 from binrelay.apply.replay import Action, SessionStatement
+from binrelay.apply.sql import start_transaction_clause
 from binrelay.apply.statement_sql import context_statements
 from binrelay.binlog import constants as c
 from binrelay.binlog.framing import iter_events
@@ -129,10 +130,13 @@ def segment_actions(relay_dir: Path, segment: Segment,
                             user_vars=tuple(user_vars), mariadb_upstream=mariadb,
                             upstream_version=version,
                             suppress_use=bool(ev.header.flags & c.LOG_EVENT_SUPPRESS_USE_F))
+                        raw, text = ev.raw_query, ev.query
+                        cut = start_transaction_clause(raw)
+                        if cut:
+                            raw, text = raw[:-cut], text[:-cut]
                         actions.append(SessionStatement(
-                            (seq, file_no, pos, 0), ev.schema, ev.raw_query, ev.query,
-                            tuple(setup), commits_implicitly(ev.query),
-                            tuple(v.name for v in user_vars)))
+                            (seq, file_no, pos, 0), ev.schema, raw, text, tuple(setup),
+                            commits_implicitly(text), tuple(v.name for v in user_vars)))
                     intvars, rand, user_vars = [], None, []
                     if ends_transaction(prefix):
                         yield pos + len(raw), gtid, actions

@@ -378,8 +378,9 @@ class SyncPipeline:
 
     def _wait_for_downstream(self, lost: DownstreamConnectionError, until_caught_up: bool
                              ) -> bool:
-        """Sleep before the next attempt; False when told to stop meanwhile.  Raises ``lost``
-        (with how long it lasted) once the deadline is past."""
+        """Sleep before the next attempt; False when told to stop meanwhile.  With
+        ``until_caught_up``, raises a :class:`DownstreamConnectionError` saying how long the
+        outage lasted once ``reconnect-deadline`` is past."""
         outage = self.outage
         if outage is None:
             outage = self.outage = Outage(time.monotonic(), str(lost))
