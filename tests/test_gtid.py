@@ -435,7 +435,14 @@ def test_decode_random_bytes_only_raises_gtid_error(data: bytes) -> None:
     assert MysqlGtidSet.decode(s.encode()) == s
 
 
-@given(st.one_of(mysql_sets, wide_sets).filter(lambda s: not s.is_empty), st.data())
+def _not_empty(s: MysqlGtidSet) -> bool:
+    # A named function, not a lambda: Hypothesis describes a filtering lambda from its source,
+    # and that description has failed intermittently (KeyError in its source cache, reported
+    # as a FlakyFailure) in a full run.
+    return not s.is_empty
+
+
+@given(st.one_of(mysql_sets, wide_sets).filter(_not_empty), st.data())
 def test_decode_truncated_encoding_raises_gtid_error(s: MysqlGtidSet, data) -> None:
     encoded = s.encode()
     cut = data.draw(st.integers(0, len(encoded) - 1))

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 from relay_helpers import binrelay_cmd, relay_until_caught_up, run_binrelay, write_config
@@ -24,9 +25,18 @@ def config(tmp_path: Path, upstream, downstream, **sync) -> Path:
                 "partition-bytes": 64 * 1024, **sync}
     return write_config(
         tmp_path / "binrelay.toml", upstream, tmp_path / "relay", log_level="info",
-        log_file=str(tmp_path / "sync.log"),
+        log_file=str(tmp_path / "sync.log"), metrics={"sync-addr": "127.0.0.1:0"},
         to={"host": downstream.host, "port": downstream.port, "user": "root", "password": ""},
         sync=settings)
+
+
+def outages_counted(log_file: Path) -> float:
+    """binrelay_sync_downstream_outages_total, scraped from the sync's /metrics."""
+    addr = re.search(r'msg="serving metrics" addr=(\S+)', log_file.read_text()).group(1)
+    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    return float(re.search(r"^binrelay_sync_downstream_outages_total (\S+)$", text,
+                           re.M).group(1))
 
 
 def insert_rows(upstream, first: int, count: int) -> None:
@@ -80,6 +90,7 @@ def test_a_streaming_sync_rides_out_a_downstream_killed_and_restarted(
                      "the rows written while the downstream was down")
         wait_for(lambda: checksum(downstream) == checksum(upstream), 60, "equal checksums")
         assert sync.poll() is None, "the sync exited"
+        assert outages_counted(tmp_path / "sync.log") == 2
         status = run_binrelay("status", "--config", str(cfg))
         assert re.search(r"Sync_Last_Error: \[BR5102\] ", status.stdout), status.stdout
     finally:
