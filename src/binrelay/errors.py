@@ -123,6 +123,16 @@ class BinlogPurgedError(UpstreamError):
     code = "BR4005"
 
 
+class UpstreamDivergedError(UpstreamError):
+    """The upstream no longer holds what the relay holds: it lost its binlog tail (a crash
+    with ``sync_binlog=0``, a restore) or is a failover target behind the relay."""
+
+    code = "BR4006"
+    hint = ("the relay holds transactions this upstream does not: make the upstream whole "
+            "again (or point [from] at a server that has them); to follow this history "
+            "instead, start a new relay dir and resynchronise the downstream")
+
+
 class ApplyError(BinrelayError):
     """The apply side (planning changes, writing them downstream) cannot go on.
 

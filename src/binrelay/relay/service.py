@@ -33,6 +33,7 @@ from binrelay.errors import (
     RelayDirError,
     UpstreamConfigError,
     UpstreamConnectionError,
+    UpstreamDivergedError,
     UpstreamError,
 )
 from binrelay.gtid import MariaGtidSet, MysqlGtidSet, parse_gtid_set
@@ -318,6 +319,7 @@ class RelayService:
         if current is not None and current.identity == info.identity:
             meta = self.relay_dir.meta(current)
             if meta is not None and meta.binlog_name:
+                self._check_not_behind(session, info, meta)
                 return current, meta
         if current is None:
             name, gtids = self._fresh_start(session, info, server_id)
@@ -327,6 +329,8 @@ class RelayService:
             log.warning("upstream identity changed from %s to %s: starting a new subdir",
                         current.identity, info.identity)
             if self.config.enable_gtid:
+                self._check_gtids_held(session, info, carried_gtids,
+                                       f"the new upstream {info.identity}")
                 name = self._gtid_start_file(info, server_id, carried_gtids)
             else:
                 log.warning("position mode cannot map positions across servers: relaying the "
@@ -339,6 +343,34 @@ class RelayService:
         meta = self.relay_dir.meta(subdir)
         assert meta is not None
         return subdir, meta
+
+    def _check_not_behind(self, session: UpstreamSession, info: ServerInfo,
+                          meta: RelayMeta) -> None:
+        """Before resuming: the upstream still holds everything relayed (pingcap/dm#1449 is
+        this check missing in DM).  Its binlog file must reach the relayed position, and its
+        GTID set contain the relayed one; a relay never writes another history into the
+        same subdir."""
+        sizes = {f.name: f.size for f in session.binlog_files()}
+        size = sizes.get(meta.binlog_name)
+        if size is not None and size < meta.binlog_pos:
+            raise UpstreamDivergedError(
+                f"the upstream's {meta.binlog_name} ends at {size}, before the relayed position"
+                f" {meta.binlog_pos}: it lost transactions the relay holds (a crash with "
+                "sync_binlog=0, or a restore from a backup)")
+        self._check_gtids_held(session, info, meta.binlog_gtid, "the upstream")
+
+    def _check_gtids_held(self, session: UpstreamSession, info: ServerInfo, relayed: str,
+                          who: str) -> None:
+        if not relayed:
+            return
+        executed = session.gtid_executed(info.flavor)
+        have = parse_gtid_set(executed, info.flavor)
+        want = parse_gtid_set(relayed, info.flavor)
+        if type(have) is type(want) and have.issuperset(want):  # type: ignore[arg-type]
+            return
+        raise UpstreamDivergedError(
+            f"{who}'s GTID set {executed or '(empty)'} does not contain the relayed {relayed}:"
+            " it lacks transactions the relay holds")
 
     def _hold_for_sync(self, first: RelayPosition) -> None:
         """A new relay dir whose config names a sync pipeline: register that pipeline as a
