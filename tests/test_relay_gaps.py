@@ -124,8 +124,8 @@ def test_a_file_cut_short(relay: Path, tmp_path: Path, spark, cut) -> None:
     # The whole ROTATE (an event boundary), or bytes of it.
     size = len(data) - (len(b"mysql-bin.000003") + 19 + 8 + 4 if cut == "rotate" else cut)
     path.write_bytes(data[:size])
-    assert_refused(relay, tmp_path, spark,
-                   r"mysql-bin\.000002 (ends without the ROTATE|ends inside an event)")
+    assert_refused(relay, tmp_path, spark, r"mysql-bin\.000002 (ends without the ROTATE|"
+                   r"ends inside an event at offset \d+: it was cut short)")
 
 
 def test_a_file_renamed_into_a_gap(relay: Path, tmp_path: Path, spark) -> None:

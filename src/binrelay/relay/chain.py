@@ -31,7 +31,7 @@ from binrelay.errors import RelayDirError
 from binrelay.relay.layout import SubdirName, binlog_sort_key, list_binlogs, read_index
 from binrelay.relay.scan import read_fde
 
-__all__ = ["check_files", "check_handover", "check_relay_dir", "check_subdirs"]
+__all__ = ["GAP_HINT", "check_files", "check_handover", "check_relay_dir", "check_subdirs"]
 
 _HEADER = struct.Struct("<IBIIIH")
 #: A ROTATE's body: the position (8 bytes) and a file name; names stay short.
@@ -40,8 +40,8 @@ _TAIL_WINDOW = c.EVENT_HEADER_LEN + 8 + 512 + 4
 #: Hand-overs proven: (subdir path, file, its size, successor).
 _PROVEN: set[tuple[str, str, int, str]] = set()
 
-_HINT = ("restore the missing or damaged relay files (or relay again into a new relay dir "
-         "from before the gap); binrelay does not read past a gap")
+GAP_HINT = ("restore the missing or damaged relay files (or relay again into a new relay dir"
+            " from before the gap); binrelay does not read past a gap")
 
 
 def check_subdirs(relay_dir: Path, index: list[SubdirName] | None = None) -> None:
@@ -52,7 +52,7 @@ def check_subdirs(relay_dir: Path, index: list[SubdirName] | None = None) -> Non
         if not (relay_dir / str(name)).is_dir():
             raise RelayDirError(
                 f"{relay_dir}/server-uuid.index lists {name}, but {relay_dir / str(name)} is"
-                " missing", hint=_HINT)
+                " missing", hint=GAP_HINT)
     known = {str(n) for n in listed}
     try:
         entries = sorted(os.listdir(relay_dir))
@@ -93,13 +93,13 @@ def check_handover(subdir: Path, name: str, successor: str) -> None:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        raise RelayDirError(f"relay file {path} is missing", hint=_HINT) from None
+        raise RelayDirError(f"relay file {path} is missing", hint=GAP_HINT) from None
     key = (str(subdir), name, size, successor)
     if key in _PROVEN:
         return
     fde = read_fde(path)
     if fde is None:
-        raise RelayDirError(f"relay file {path} has no binlog header", hint=_HINT)
+        raise RelayDirError(f"relay file {path} has no binlog header", hint=GAP_HINT)
     ending = _last_event(path, size, fde.checksum_len)
     if ending is not None and ending[0] == c.ROTATE_EVENT:
         named = ending[1]
@@ -107,23 +107,23 @@ def check_handover(subdir: Path, name: str, successor: str) -> None:
             if binlog_sort_key(named) < binlog_sort_key(successor):
                 raise RelayDirError(
                     f"relay file {subdir / named} is missing ({name} rotates to it; the next "
-                    f"file present is {successor})", hint=_HINT)
+                    f"file present is {successor})", hint=GAP_HINT)
             raise RelayDirError(
                 f"relay file {path} rotates to {named}, but the next file present is "
-                f"{successor}", hint=_HINT)
+                f"{successor}", hint=GAP_HINT)
     else:
         following = read_fde(subdir / successor)
         if following is None:
             raise RelayDirError(f"relay file {subdir / successor} has no binlog header",
-                                hint=_HINT)
+                                hint=GAP_HINT)
         if not following.create_timestamp:
             raise RelayDirError(
                 f"relay file {path} ends without the ROTATE to {successor} ({size} bytes): it"
-                " was cut short or damaged", hint=_HINT)
+                " was cut short or damaged", hint=GAP_HINT)
         if not _consecutive(name, successor):
             raise RelayDirError(
                 f"relay files are missing between {path} and {successor} (the upstream "
-                "restarted after the first; its next binlog is not there)", hint=_HINT)
+                "restarted after the first; its next binlog is not there)", hint=GAP_HINT)
     _PROVEN.add(key)
 
 

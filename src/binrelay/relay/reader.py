@@ -38,7 +38,7 @@ from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import TxnTracker, needs_query_prefix
 from binrelay.errors import BinlogFormatError, GtidError, IncompleteEventError, RelayDirError
 from binrelay.gtid import GtidSet, MariaGtid, MariaGtidSet, MysqlGtidSet, parse_gtid_set
-from binrelay.relay.chain import check_handover, check_subdirs
+from binrelay.relay.chain import GAP_HINT, check_handover, check_subdirs
 from binrelay.relay.layout import (
     RelayMeta,
     SubdirName,
@@ -236,6 +236,10 @@ class RelayReader:
                         yield RelayEvent(subdir, name, at, raw)
                         offset = at + len(raw)
                 except IncompleteEventError as exc:
+                    if end is None:  # a finished file: the relay will not rewrite it
+                        raise RelayDirError(
+                            f"relay file {path} ends inside an event at offset {exc.offset}:"
+                            " it was cut short or damaged", hint=GAP_HINT) from exc
                     raise RelayDirError(
                         f"relay file {path} ends inside an event at offset {exc.offset}, "
                         f"before its durable end {limit}",
