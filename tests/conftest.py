@@ -51,6 +51,18 @@ def _no_leaked_mariadb_processes() -> Iterator[None]:
     assert not leaked, f"tests left mariadbd/sysbench processes running: {leaked}"
 
 
+
+#: Real MySQL binlogs (../shared/mysql-captures): the MySQL-format tests need them, and CI has
+#: them, so a run without them fails instead of skipping those tests.
+MYSQL_CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "mysql-captures"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not MYSQL_CAPTURES.is_dir():
+        raise pytest.UsageError(
+            f"{MYSQL_CAPTURES} is missing: the MySQL-format tests read real MySQL binlogs from"
+            " it (it sits next to this repository, as ../shared/mysql-captures)")
+
 @pytest.fixture(scope="session")
 def mariadb_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pristine datadir, built once per session and copied for every server."""

@@ -28,7 +28,6 @@ RAW1 = bytes.fromhex(U1.replace("-", ""))
 TAGGED1 = bytes([1, 1, 0, 0, 0, 0, 0, 1])  # tagged format, 1 SID
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "mysql-captures"
-needs_captures = pytest.mark.skipif(not CAPTURES.is_dir(), reason=f"{CAPTURES} not present")
 
 FORMAT_DESCRIPTION, GTID, PREVIOUS_GTIDS, GTID_TAGGED = 15, 33, 35, 42
 
@@ -564,7 +563,6 @@ NONEMPTY_PREVIOUS_GTIDS = {
 }
 
 
-@needs_captures
 @pytest.mark.parametrize("name, expected", sorted(NONEMPTY_PREVIOUS_GTIDS.items()))
 def test_previous_gtids_of_captures(name: str, expected: str) -> None:
     body = previous_gtids_body(CAPTURES / name)
@@ -574,7 +572,6 @@ def test_previous_gtids_of_captures(name: str, expected: str) -> None:
     assert MysqlGtidSet.parse(expected).encode() == body
 
 
-@needs_captures
 def test_tagged_capture_uses_the_tagged_header() -> None:
     path = CAPTURES / "rust_mysql_common" / "binlog_transaction_with_GTID_TAG.000001"
     body = previous_gtids_body(path)
@@ -587,7 +584,6 @@ def test_tagged_capture_uses_the_tagged_header() -> None:
     assert len(tagged_events) == 1 and b"\x0amytag" in tagged_events[0]
 
 
-@needs_captures
 @pytest.mark.parametrize("name", ["mysql-binlog-connector-rust/mysql-bin.000057",
                                   "mysql-binlog-connector-rust/mysql-bin.000080",
                                   "rust-mysql-binlog/bin-log.000001"])
@@ -610,7 +606,6 @@ def all_capture_binlogs() -> list[Path]:
                   if p.is_file() and p.read_bytes()[:4] == b"\xfebin")
 
 
-@needs_captures
 @pytest.mark.parametrize("path", all_capture_binlogs(), ids=lambda p: str(p.relative_to(CAPTURES)))
 def test_every_capture_previous_gtids_round_trips(path: Path) -> None:
     bodies = [body for type_code, body in binlog_events(path) if type_code == PREVIOUS_GTIDS]
@@ -624,7 +619,6 @@ def test_every_capture_previous_gtids_round_trips(path: Path) -> None:
 BOXERCRAB = sorted(CAPTURES.glob("boxercrab/*/dump.txt")) if CAPTURES.is_dir() else []
 
 
-@needs_captures
 @pytest.mark.parametrize("dump", BOXERCRAB, ids=lambda p: p.parent.name)
 def test_boxercrab_matches_mysqlbinlog_text(dump: Path) -> None:
     text = dump.read_text()
@@ -646,7 +640,6 @@ def test_boxercrab_matches_mysqlbinlog_text(dump: Path) -> None:
     assert len(next_texts) == len(gtid_events(binlog_events(log)))
 
 
-@needs_captures
 @pytest.mark.parametrize("name", ["binlog-mysql84.json", "binlog-mysql84-fullmeta.json"])
 def test_wire_capture_previous_gtids_cover_the_file_before(name: str) -> None:
     # Packets of COM_BINLOG_DUMP: OK byte, then an event with its CRC32.  The capture ends

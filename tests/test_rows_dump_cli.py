@@ -7,13 +7,10 @@ import shutil
 import zlib
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from binrelay.cli.main import main
 from rows_helpers import CAPTURES
-
-pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(), reason="no ../shared/mysql-captures")
 
 ZONGJI = CAPTURES / "zongji" / "binlog-mysql84-fullmeta.events.bin"
 

@@ -20,8 +20,7 @@ from binrelay.rows.tablemap import MetadataError, parse_table_map
 from rows_fuzz import corrupted, decode_with, load_events
 from rows_helpers import CAPTURES
 
-pytestmark = [pytest.mark.skipif(not CAPTURES.is_dir(), reason="no ../shared/mysql-captures"),
-              pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 FILES = [
     "zongji/binlog-mysql84-fullmeta.events.bin",

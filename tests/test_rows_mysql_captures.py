@@ -34,8 +34,6 @@ from binrelay.rows import (
 from binrelay.rows.reader import iter_changes
 from rows_helpers import CAPTURES
 
-pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(), reason="no ../shared/mysql-captures")
-
 UTC = dt.UTC
 
 _README_TYPES = {

@@ -289,7 +289,6 @@ def test_decimal_text_agrees_with_the_row_decoder(data: st.DataObject) -> None:
 
 # --- the decoder's typed events --------------------------------------------------------------
 
-needs_captures = pytest.mark.skipif(not CAPTURES.is_dir(), reason="no ../shared/mysql-captures")
 
 
 def _decoded(rel: str) -> list[object]:
@@ -298,7 +297,6 @@ def _decoded(rel: str) -> list[object]:
     return [ev for off, raw in iter_file_events(path) for ev in dec.feed(raw, off)]
 
 
-@needs_captures
 def test_every_query_event_of_the_mysql_captures_has_parsable_status_vars() -> None:
     seen = 0
     fields: set[str] = set()
@@ -326,7 +324,6 @@ def test_every_query_event_of_the_mysql_captures_has_parsable_status_vars() -> N
             "default_table_encryption"} <= fields
 
 
-@needs_captures
 def test_mysql_statement_context_events() -> None:
     events = _decoded("boxercrab/14_user_var/log.bin")
     typed = [e for e in events if isinstance(e, IntvarEvent | UserVarEvent)]

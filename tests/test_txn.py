@@ -14,8 +14,6 @@ from binrelay.gtid import MysqlGtidSet
 from binrelay.relay.progress import Progress
 from binrelay.sandbox import MariaDBServer
 
-needs_captures = pytest.mark.skipif(not bb.CAPTURES.is_dir(), reason="captures not present")
-
 # One step: (event type, MariaDB GTID flags or query text, expected "ends a transaction").
 Step = tuple[int, int | bytes | None, bool]
 
@@ -273,12 +271,10 @@ def _progress_ends(data: bytes, flavor: str) -> tuple[dict[int, bool], Progress]
 CAPTURE_FILES = bb.capture_binlogs()
 
 
-@needs_captures
 def test_there_are_captures() -> None:
     assert len(CAPTURE_FILES) >= 40
 
 
-@needs_captures
 @pytest.mark.parametrize("path", CAPTURE_FILES,
                          ids=lambda p: str(p.relative_to(bb.CAPTURES)))
 def test_captures_never_end_a_transaction_inside_begin_xid(path: Path) -> None:
@@ -297,7 +293,6 @@ def test_captures_never_end_a_transaction_inside_begin_xid(path: Path) -> None:
         assert progress.boundary_pos >= last[-1]
 
 
-@needs_captures
 @pytest.mark.parametrize("path", CAPTURE_FILES, ids=lambda p: str(p.relative_to(bb.CAPTURES)))
 def test_captures_gtid_set_holds_every_committed_gtid(path: Path) -> None:
     data = path.read_bytes()
@@ -317,7 +312,6 @@ def test_captures_gtid_set_holds_every_committed_gtid(path: Path) -> None:
         assert final.contains(g.uuid, g.gno), (g.uuid, g.gno)
 
 
-@needs_captures
 def test_truncated_capture_stops_at_the_torn_event() -> None:
     data = (bb.CAPTURES / "rust_mysql_common/binlog_truncated_prev_gtid_event.000001").read_bytes()
     verdicts, progress = _progress_ends(data, "mysql")
@@ -325,7 +319,6 @@ def test_truncated_capture_stops_at_the_torn_event() -> None:
     assert progress.boundary_pos == 120 < len(data)
 
 
-@needs_captures
 def test_aurora_capture_ends_inside_a_transaction() -> None:
     # Anonymous GTID, Aurora's type-100 padding, then BEGIN with nothing after it.
     data = (bb.CAPTURES / "mysql-binlog-connector-java/mysql-bin.aurora-padding").read_bytes()
