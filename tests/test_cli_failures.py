@@ -9,6 +9,7 @@ debug level, never to the terminal.
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -76,6 +77,13 @@ def the_error_line(stderr: str) -> str:
     return lines[0]
 
 
+def failing(*args: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``binrelay *args``, which must exit 1 with one error line; the process and the line."""
+    proc = run_binrelay(*args, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    return proc, the_error_line(proc.stderr)
+
+
 def test_a_table_missing_downstream_is_one_line(env: Env) -> None:
     up = env.upstream
     up.execute("CREATE DATABASE d")
@@ -92,10 +100,7 @@ def test_a_table_missing_downstream_is_one_line(env: Env) -> None:
         conn.close()
     env.relay()
 
-    proc = run_binrelay("sync", "--config", str(env.sync_config()), "--until-caught-up",
-                        timeout=300)
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    line = the_error_line(proc.stderr)
+    proc, line = failing("sync", "--config", str(env.sync_config()), "--until-caught-up")
     assert line.startswith("binrelay: error: [BR5105] "), line
     assert re.search(r"\(table d\.t, position \S+\)", line), line
     assert proc.stdout == ""
@@ -118,10 +123,7 @@ def test_a_row_larger_than_the_downstreams_packet_is_one_line(mariadb_factory,
     env.upstream.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v LONGTEXT)")
     env.upstream.execute("INSERT INTO d.t VALUES (1, REPEAT('x', 3000000))")
     env.relay()
-    proc = run_binrelay("sync", "--config", str(env.sync_config()), "--until-caught-up",
-                        timeout=300)
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    line = the_error_line(proc.stderr)
+    _proc, line = failing("sync", "--config", str(env.sync_config()), "--until-caught-up")
     assert line.startswith("binrelay: error: [BR5104] "), line
     assert "max_allowed_packet" in line and "table d.t" in line, line
     assert re.search(r"position \S+", line), line
@@ -144,9 +146,7 @@ def test_a_row_rejected_in_an_executor_then_recover_then_a_clean_sync(env: Env) 
     env.relay()
     config = env.sync_config()
 
-    proc = run_binrelay("sync", "--config", str(config), "--until-caught-up", timeout=300)
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    line = the_error_line(proc.stderr)
+    proc, line = failing("sync", "--config", str(config), "--until-caught-up")
     assert line.startswith("binrelay: error: [BR5104] "), line
     assert re.search(r"\(table d\.t, position \S+\)", line), line
     log = env.log_file.read_text()
@@ -155,9 +155,7 @@ def test_a_row_rejected_in_an_executor_then_recover_then_a_clean_sync(env: Env) 
     assert "DownstreamRowError" in log
 
     # The batch stays in flight; recover replays it and meets the same row.
-    proc = run_binrelay("recover", "--config", str(config), timeout=300)
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    again = the_error_line(proc.stderr)
+    _proc, again = failing("recover", "--config", str(config))
     assert again.startswith("binrelay: error: [BR5104] ") and "table d.t" in again, again
 
     # Fixed downstream, a sync logging to stderr at info level: what it printed before

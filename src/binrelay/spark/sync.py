@@ -245,10 +245,9 @@ BatchListener = Callable[[BatchReport], None]
 
 @dataclass
 class Outage:
-    """A downstream outage: since when (monotonic), the first error, attempts so far."""
+    """A downstream outage: since when (monotonic), attempts so far."""
 
     since: float
-    error: str
     attempts: int = 0
 
 
@@ -383,7 +382,7 @@ class SyncPipeline:
         outage lasted once ``reconnect-deadline`` is past."""
         outage = self.outage
         if outage is None:
-            outage = self.outage = Outage(time.monotonic(), str(lost))
+            outage = self.outage = Outage(time.monotonic())
             log.warning("downstream lost; retrying", extra={
                 "pipeline": self.name, "downstream": str(self.downstream), "error": str(lost)})
             self.last_error = (str(lost), time.time())
