@@ -222,3 +222,16 @@ def test_hand_over_rules(tmp_path: Path, first, second, name, problem) -> None:
     else:
         with pytest.raises(RelayDirError, match=problem):
             check_handover(tmp_path, "mysql-bin.000001", name)
+
+
+def test_a_missing_start_file_is_not_stepped_over(relay: Path) -> None:
+    """A consumer positioned at the very start of a file that is gone (while later files are
+    there) must not begin at the next one."""
+    from binrelay.relay.position import RelayPosition
+    from binrelay.spark.planning import durable_end, spans
+
+    sub = subdir_of(relay)
+    (sub / "mysql-bin.000003").unlink()
+    start = RelayPosition(read_index(relay)[0], "mysql-bin.000003", 4)
+    with pytest.raises(RelayDirError, match=r"mysql-bin\.000003 is missing"):
+        spans(relay, start, durable_end(relay))

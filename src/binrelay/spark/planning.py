@@ -105,7 +105,8 @@ def spans(relay_dir: Path, start: RelayPosition, end: RelayPosition) -> list[Spa
         sub = relay_dir / str(subdir)
         meta = read_meta(sub)
         files = list_binlogs(sub)
-        if subdir == start.subdir and start.binlog_name not in files and start.binlog_pos > 4 \
+        # A start file that is gone while later ones are there: reading on would skip it.
+        if subdir == start.subdir and start.binlog_name not in files \
                 and any(binlog_sort_key(f) > binlog_sort_key(start.binlog_name) for f in files):
             raise RelayDirError(f"relay file {sub / start.binlog_name} is missing",
                                 hint="restore it; binrelay does not read past a gap")
