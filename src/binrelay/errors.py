@@ -178,6 +178,14 @@ class UnfaithfulApplyError(ApplyError):
     code = "BR5004"
 
 
+class DdlOutcomeUnknownError(ApplyError):
+    """A DDL of a batch in flight may or may not have run before a crash, and the
+    downstream's catalog cannot tell (its effect is on accounts, plugins, servers...).
+    binrelay neither runs it a second time nor skips it on a guess."""
+
+    code = "BR5005"
+
+
 class DownstreamError(ApplyError):
     """The downstream server refused or broke an apply session."""
 

@@ -6,7 +6,8 @@ out. Spark-independent: Spark tasks call these functions (see ``docs/apply.md``)
 - :mod:`~binrelay.apply.sql` (pure): quoting and the statements sent;
 - :mod:`~binrelay.apply.checkpoint`: the checkpoint table and the batch protocol;
 - :mod:`~binrelay.apply.applier`: ``Downstream``, ``apply_plan_part``, ``apply_ddl``,
-  ``apply_transaction``.
+  ``apply_transaction``;
+- :mod:`~binrelay.apply.ddl_journal`: whether a DDL ran before a crash (journal + catalog).
 """
 
 from binrelay.apply.applier import (

@@ -11,6 +11,7 @@ message or a repr.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,8 +21,10 @@ from typing import Any, TypeVar
 import pymysql
 from pymysql.constants import CLIENT
 
+from binrelay import failpoints
 from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.checkpoint import CheckpointUpdate, TaskLedger, advance_in_transaction
+from binrelay.apply.ddl_journal import SKIP, DdlJournal, catalog_print, decide
 from binrelay.apply.plan import FK_LINKED, Delete, KeyedOp, PlanPart, Upsert
 from binrelay.apply.sql import (
     MAX_STATEMENT_BYTES,
@@ -46,6 +49,8 @@ from binrelay.errors import (
     DownstreamRowError,
     DownstreamSchemaError,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "REPLICA_SQL_MODE",
@@ -485,7 +490,7 @@ class DdlResult:
 def apply_ddl(
     conn: Any, schema: str | None, statement: str, *, replay: bool = True,
     position: tuple[int, ...] | None = None, setup: Sequence[str] = (),
-    raw: bytes | None = None,
+    raw: bytes | None = None, journal: DdlJournal | None = None,
 ) -> DdlResult:
     """Run an upstream DDL statement as is, with ``schema`` as the default database.
 
@@ -498,8 +503,58 @@ def apply_ddl(
     "exists" for CREATE, "unknown"/"doesn't exist"/"can't drop" for DROP, duplicate or
     unknown column/key for ALTER, and a missing source table for RENAME only if every
     renamed-to table exists. Any other error is a DownstreamDdlError.
+
+    ``journal`` (with ``position``): the DDL is journaled before it runs, and a DDL the
+    journal shows ran before a crash is not run again (``apply.ddl_journal``).
     """
     _rollback_quietly(conn)  # nothing of a batch may ride on the DDL's implicit commit
+    if journal is not None and position is not None:
+        if _ran_before(conn, journal, schema, statement, position):
+            return DdlResult(False, None, "it ran before the crash (DDL journal)")
+        key = ".".join(map(str, position))
+        failpoints.hit("ddl-journaled", key)
+        try:
+            done = _run_ddl(conn, schema, statement, replay=replay, position=position,
+                            setup=setup, raw=raw)
+        except DownstreamError:
+            # The server refused the DDL and undid it: a later run decides afresh.  On a
+            # lost connection this fails too, the row stays, and the catalog decides then.
+            with contextlib.suppress(pymysql.MySQLError), conn.cursor() as cur:
+                journal.forget(cur, position)
+                conn.commit()
+            raise
+        failpoints.hit("ddl-applied", key)
+        return done
+    return _run_ddl(conn, schema, statement, replay=replay, position=position, setup=setup,
+                    raw=raw)
+
+
+def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: str,
+                position: tuple[int, ...]) -> bool:
+    """True when the journal and the catalog show the DDL ran before a crash; otherwise
+    journal it (committed) and return False."""
+    try:
+        with conn.cursor() as cur:
+            now = catalog_print(cur, statement, schema)
+            recorded, verdict = journal.recorded(cur, position)
+            if decide(statement, recorded, verdict, now, position=position,
+                      journal=journal) == SKIP:
+                conn.commit()
+                log.info("DDL ran before the crash: not run again", extra={
+                    "position": ".".join(map(str, position)), "statement": snippet(statement)})
+                return True
+            journal.begin(cur, position, now.digest, statement)
+        conn.commit()
+    except pymysql.MySQLError as exc:
+        _rollback_quietly(conn)
+        raise map_error(exc, f"journaling DDL {snippet(statement)!r}",
+                        position=position) from None
+    return False
+
+
+def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
+             position: tuple[int, ...] | None, setup: Sequence[str],
+             raw: bytes | None) -> DdlResult:
     kind = ddl_kind(statement)
     with conn.cursor() as cur:
         if schema:

@@ -27,6 +27,7 @@ from binrelay.apply.applier import (
     snippet,
 )
 from binrelay.apply.changes import Change, TableRef
+from binrelay.apply.ddl_journal import DdlJournal
 from binrelay.apply.sql import quote_table, trigger_ddl
 from binrelay.apply.statement_sql import reset_statements
 from binrelay.errors import UnfaithfulApplyError
@@ -96,10 +97,12 @@ Action = Change | SessionStatement
 
 
 def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTriggers,
-                   max_packet: int | None = None, replay: bool = True) -> int:
+                   max_packet: int | None = None, replay: bool = True,
+                   journal: DdlJournal | None = None) -> int:
     """Run ``actions`` in order on ``conn`` without committing the rows and statements (a
     DDL commits by itself).  Returns how many row changes were applied.  ``replay``: a DDL
-    may have run before a crash (see :func:`apply_ddl`)."""
+    may have run before a crash (see :func:`apply_ddl`); ``journal``: the batch's DDL
+    journal, which decides that from evidence."""
     rows = 0
     pending: list[Change] = []
 
@@ -124,7 +127,8 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
                 triggers.record(cur, *trigger)
         elif action.ddl:
             apply_ddl(conn, action.schema or None, action.text, replay=replay,
-                      position=action.position, setup=action.setup, raw=action.raw)
+                      position=action.position, setup=action.setup, raw=action.raw,
+                      journal=journal)
         else:
             with conn.cursor() as cur:
                 skipped = triggers.any(cur)

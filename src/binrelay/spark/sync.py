@@ -26,7 +26,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from binrelay.apply.applier import (
@@ -50,6 +50,7 @@ from binrelay.apply.checkpoint import (
     mark_in_flight,
     read_checkpoint,
 )
+from binrelay.apply.ddl_journal import DdlJournal
 from binrelay.apply.plan import PlanPart, group_ordered, ordered_task_id, plan_batch
 from binrelay.apply.replay import Action, SessionStatement, SkippedTriggers, replay_actions
 from binrelay.config import Config
@@ -272,6 +273,7 @@ class SyncPipeline:
         self.listeners: list[BatchListener] = list(listeners or ())
         self.rules = TableRules()
         self.triggers = SkippedTriggers(config.sync.checkpoint_schema, config.sync.pipeline)
+        self.journal = DdlJournal(config.sync.checkpoint_schema, config.sync.pipeline)
         #: The downstream outage being waited out, if any.
         self.outage: Outage | None = None
         #: The last error retried (text, epoch seconds), kept in the consumer registration
@@ -327,6 +329,7 @@ class SyncPipeline:
             create_checkpoint_table(conn, self.store)
             with conn.cursor() as cur:
                 self.triggers.create(cur)
+                self.journal.create(cur)
             conn.commit()
             found = read_checkpoint(conn, self.name, self.store)
             if found is None:
@@ -498,7 +501,10 @@ class SyncPipeline:
                            start=reached)
             barrier = [s for s in segments if s.kind != "dml"]
             if barrier:
-                rows_by_op = self._serial(conn, barrier)
+                journal = replace(self.journal, batch_id=batch_id)
+                rows_by_op = self._serial(conn, barrier, journal)
+                with conn.cursor() as cur:
+                    journal.clear(cur)  # committed with the checkpoint
             elif segments:
                 applying = time.monotonic()
                 with spark_failures():
@@ -554,7 +560,8 @@ class SyncPipeline:
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op, current
 
-    def _serial(self, conn: Any, segments: list[Segment]) -> dict[str, int]:
+    def _serial(self, conn: Any, segments: list[Segment],
+                journal: DdlJournal) -> dict[str, int]:
         """A barrier batch (DDL, a transaction with statements, a prepared XA), replayed
         on the driver in relay order, in the connection's open transaction (the caller's
         ``finish_batch`` commits it with the checkpoint)."""
@@ -566,11 +573,12 @@ class SyncPipeline:
                                 "at": f"{segment.subdir}/{segment.file}:{segment.start}"})
                 continue
             for _end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules):
-                self._replay(conn, actions, rows_by_op)
+                self._replay(conn, actions, rows_by_op, journal)
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op
 
-    def _replay(self, conn: Any, actions: list[Action], rows_by_op: dict[str, int]) -> None:
+    def _replay(self, conn: Any, actions: list[Action], rows_by_op: dict[str, int],
+                journal: DdlJournal | None = None) -> None:
         """One transaction's actions, in order, counted (row changes by op, DDL)."""
         for action in actions:
             if isinstance(action, SessionStatement):
@@ -578,7 +586,7 @@ class SyncPipeline:
             else:
                 rows_by_op[action.op] = rows_by_op.get(action.op, 0) + 1
         replay_actions(conn, actions, triggers=self.triggers,
-                       max_packet=self.rules.max_allowed_packet)
+                       max_packet=self.rules.max_allowed_packet, journal=journal)
 
     def _dml(self, segments: list, batch_id: int) -> dict[str, int]:
         """Apply the batch's DML partitions (planned once, in ``_batch``) on Spark tasks.

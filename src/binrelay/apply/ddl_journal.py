@@ -1,0 +1,239 @@
+"""Whether a DDL ran before a crash, decided from evidence; never by running it twice.
+
+A DDL commits by itself, so it cannot commit together with the checkpoint: a kill -9
+between the two leaves its batch in flight with the DDL done, and the replay must not run
+it again (``RENAME TABLE a TO tmp, b TO a, tmp TO b`` would swap the tables back; an error
+code such as "table exists" cannot tell that case apart).  So before a DDL runs, the
+applier commits a journal row holding a fingerprint of the downstream's catalog for
+everything the statement names: schemas, tables (their InnoDB table ids and ``SHOW CREATE``
+text), views, sequences, routines, events.  A replay of the same batch then decides:
+
+- no row: the crash came before the DDL: run it;
+- a row, and the catalog is not as fingerprinted: the DDL ran: do not run it again;
+- a row, and the catalog is as fingerprinted: it did not take effect: run it, unless its
+  effect is one the catalog does not show (accounts, plugins, servers; a RENAME of tables
+  with no table id to tell them apart): then stop with one line, and the operator's verdict,
+  written into the row, decides.
+
+The rows of a batch go in its last transaction, with the checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from binrelay.apply.changes import TableRef
+from binrelay.apply.sql import ddl_kind, quote_table
+from binrelay.errors import DdlOutcomeUnknownError
+
+__all__ = ["RUN", "SKIP", "CatalogPrint", "DdlJournal", "catalog_print", "decide"]
+
+RUN, SKIP = "run", "skip"
+
+#: Identifiers as a statement may write them: `quoted`, "quoted" (ANSI_QUOTES) or bare.
+#: Words of string literals and keywords come along too: they only widen the look-up.
+_WORDS = re.compile(r'`((?:[^`]|``)+)`|"((?:[^"\\]|""|\\.)+)"|([0-9A-Za-z_$\u0080-\uffff]+)')
+_SYSTEM = frozenset({"information_schema", "performance_schema", "mysql", "sys"})
+_AUTO_INCREMENT = re.compile(r" AUTO_INCREMENT=\d+")
+
+#: DDL whose effect the catalog shows even though ``ddl_kind`` does not name it.
+_SEEN_OTHER = re.compile(
+    r"\s*(?:CREATE|ALTER|DROP)\s+(?:OR\s+REPLACE\s+)?(?:DEFINER\s*=\s*\S+\s+)?"
+    r"(?:(?:AGGREGATE\s+)?(?:PROCEDURE|FUNCTION)|EVENT|DATABASE|SCHEMA|VIEW|PACKAGE"
+    r"(?:\s+BODY)?)\b|\s*ALTER\s+(?:ALGORITHM\s*=\s*\w+\s+)?(?:DEFINER\s*=\s*\S+\s+)?"
+    r"(?:SQL\s+SECURITY\s+\w+\s+)?VIEW\b", re.IGNORECASE)
+#: DDL that ends in the same state however often it runs.
+_REPEATABLE = re.compile(r"\s*(?:GRANT|ANALYZE|OPTIMIZE|REPAIR|CHECK|FLUSH|ALTER\s+SEQUENCE)\b",
+                         re.IGNORECASE)
+_UDF = re.compile(r"\bSONAME\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogPrint:
+    """A digest of what the downstream's catalog says about the names in a statement."""
+
+    digest: str
+    #: A base table named by the statement has no table id to tell it from another table of
+    #: the same definition (not InnoDB, or a server without INNODB_SYS_TABLES).
+    unidentified: bool = False
+
+
+def statement_words(statement: str) -> list[str]:
+    words: set[str] = set()
+    for quoted, ansi, bare in _WORDS.findall(statement):
+        if quoted:
+            words.add(quoted.replace("``", "`"))
+        elif ansi:
+            words.add(ansi.replace('""', '"'))
+        else:
+            words.add(bare)
+    return sorted(words)
+
+
+def _marks(n: int) -> str:
+    return ", ".join(["%s"] * n)
+
+
+def catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
+    """The catalog's state for every schema and object the statement can name."""
+    words = statement_words(statement)
+    candidates = sorted({*words, *([schema] if schema else [])} - _SYSTEM)
+    if not candidates:
+        return CatalogPrint(hashlib.sha256(b"").hexdigest())
+    cur.execute("SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"
+                " FROM information_schema.SCHEMATA"
+                f" WHERE SCHEMA_NAME IN ({_marks(len(candidates))})", candidates)
+    facts: list[tuple[Any, ...]] = [("db", *row) for row in sorted(cur.fetchall())]
+    schemas = [row[1] for row in facts]
+    unidentified = False
+    if schemas:
+        params = (*schemas, *words)
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
+                    f" WHERE {_named('TABLE', schemas, words)}", params)
+        tables = sorted(cur.fetchall())
+        for table_schema, name, kind in tables:
+            cur.execute("SHOW CREATE TABLE " + quote_table(TableRef(table_schema, name)))
+            text = _AUTO_INCREMENT.sub("", str(cur.fetchone()[1]))
+            facts.append(("table", table_schema, name, kind, text))
+        stored = [(s, n) for s, n, kind in tables if kind != "VIEW"]
+        ids = _table_ids(cur, stored)
+        if ids is None:
+            unidentified = bool(stored)
+        else:
+            facts += [("id", *row) for row in ids]
+            with_id = {(s, n) for s, n, _f, _id in ids}
+            unidentified = any(s_n not in with_id for s_n in stored)
+        cur.execute("SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, CREATED, LAST_ALTERED,"
+                    " ROUTINE_DEFINITION FROM information_schema.ROUTINES"
+                    f" WHERE {_named('ROUTINE', schemas, words)}", params)
+        facts += [("routine", *row) for row in sorted(cur.fetchall(), key=repr)]
+        cur.execute("SELECT EVENT_SCHEMA, EVENT_NAME, CREATED, LAST_ALTERED, STATUS,"
+                    " EVENT_DEFINITION FROM information_schema.EVENTS"
+                    f" WHERE {_named('EVENT', schemas, words)}", params)
+        facts += [("event", *row) for row in sorted(cur.fetchall(), key=repr)]
+    digest = hashlib.sha256(repr(facts).encode("utf-8", "surrogateescape")).hexdigest()
+    return CatalogPrint(digest, unidentified)
+
+
+def _named(prefix: str, schemas: list[str], words: list[str]) -> str:
+    return (f"{prefix}_SCHEMA IN ({_marks(len(schemas))})"
+            f" AND {prefix}_NAME IN ({_marks(len(words))})")
+
+
+def _table_ids(cur: Any, tables: list[tuple[str, str]]) -> list[tuple[Any, ...]] | None:
+    """``(schema, table, InnoDB name, table id)`` per InnoDB table or partition of
+    ``tables``; None when the server has no INNODB_SYS_TABLES (MySQL 8 names it otherwise;
+    then there are no ids).  A swap of two tables of the same definition shows only here."""
+    if not tables:
+        return []
+    # InnoDB names its tables in the server's file-name encoding: the server encodes.
+    wanted = " UNION ALL ".join(
+        "SELECT %s AS s, %s AS n, CONCAT(CAST(CONVERT(%s USING filename) AS BINARY), '/',"
+        " CAST(CONVERT(%s USING filename) AS BINARY)) AS f" for _ in tables)
+    try:
+        cur.execute(f"SELECT w.s, w.n, t.NAME, t.TABLE_ID FROM ({wanted}) AS w"
+                    " JOIN information_schema.INNODB_SYS_TABLES AS t ON t.NAME = w.f"
+                    " OR LEFT(t.NAME, LENGTH(w.f) + 3) = CONCAT(w.f, '#P#')",
+                    [p for s, n in tables for p in (s, n, s, n)])
+    except pymysql.MySQLError as exc:
+        if exc.args and exc.args[0] in (1109, 1044, 1142, 1227):
+            return None
+        raise
+    return sorted(cur.fetchall())
+
+
+def decide(statement: str, recorded: str | None, verdict: int | None, now: CatalogPrint, *,
+           position: tuple[int, ...] | None = None, journal: DdlJournal | None = None) -> str:
+    """RUN or SKIP a DDL being replayed (see the module's docstring), or raise
+    DdlOutcomeUnknownError.  ``recorded``: the journal row's fingerprint (None: no row);
+    ``verdict``: the operator's (1 ran, 0 did not)."""
+    if recorded is None or verdict == 0:
+        return RUN
+    if verdict == 1 or recorded != now.digest:
+        return SKIP
+    kind = ddl_kind(statement).name
+    seen = (kind != "other" or _SEEN_OTHER.match(statement)) and not _UDF.search(statement)
+    if _REPEATABLE.match(statement) or (seen and not (kind == "rename table"
+                                                      and now.unidentified)):
+        return RUN
+    where = "" if journal is None or position is None else journal.row_sql(position)
+    raise DdlOutcomeUnknownError(
+        f"cannot tell whether DDL {_snippet(statement)!r} ran before the crash: the"
+        " downstream's catalog looks the same either way", position=position,
+        hint=f"check the downstream; if it took effect, UPDATE {where} SET ran = 1, if not"
+             " SET ran = 0; then start the sync again")
+
+
+def _snippet(statement: str, limit: int = 60) -> str:
+    text = " ".join(statement.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def position_text(position: tuple[int, ...]) -> str:
+    return ".".join(map(str, position))
+
+
+@dataclass(frozen=True, slots=True)
+class DdlJournal:
+    """``<schema>.ddl_journal``: the DDL of the batch in flight, with the fingerprint taken
+    right before each ran."""
+
+    schema: str
+    pipeline: str
+    batch_id: int = 0
+
+    @property
+    def table(self) -> TableRef:
+        return TableRef(self.schema, "ddl_journal")
+
+    def _t(self) -> str:
+        return quote_table(self.table).replace("%", "%%")
+
+    def create(self, cur: Any) -> None:
+        """Once, outside any batch: a CREATE commits implicitly."""
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {quote_table(self.table)} ("
+            " pipeline VARCHAR(191) NOT NULL, position VARCHAR(96) NOT NULL,"
+            " batch_id BIGINT UNSIGNED NOT NULL, fingerprint CHAR(64) NOT NULL,"
+            " ran TINYINT NULL COMMENT 'the operator''s verdict: 1 it ran, 0 it did not',"
+            " statement VARCHAR(255) NOT NULL, written_at DATETIME(6) NOT NULL,"
+            " PRIMARY KEY (pipeline, position))"
+            " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+
+    def recorded(self, cur: Any, position: tuple[int, ...]) -> tuple[str | None, int | None]:
+        """The fingerprint written before this DDL ran in this batch, and the operator's
+        verdict; ``(None, None)`` when there is no row (a row of another batch is stale:
+        left by a pipeline that was reset)."""
+        cur.execute(f"SELECT fingerprint, ran FROM {self._t()} WHERE pipeline = %s"
+                    " AND position = %s AND batch_id = %s",
+                    (self.pipeline, position_text(position), self.batch_id))
+        row = cur.fetchone()
+        return (None, None) if row is None else (str(row[0]), row[1])
+
+    def begin(self, cur: Any, position: tuple[int, ...], fingerprint: str,
+              statement: str) -> None:
+        """The caller commits, before the DDL runs."""
+        cur.execute(f"REPLACE INTO {self._t()} (pipeline, position, batch_id, fingerprint,"
+                    " ran, statement, written_at) VALUES (%s, %s, %s, %s, NULL, %s,"
+                    " UTC_TIMESTAMP(6))",
+                    (self.pipeline, position_text(position), self.batch_id, fingerprint,
+                     _snippet(statement, 255)))
+
+    def forget(self, cur: Any, position: tuple[int, ...]) -> None:
+        """The DDL failed: the server undid it; a later run decides afresh."""
+        cur.execute(f"DELETE FROM {self._t()} WHERE pipeline = %s AND position = %s",
+                    (self.pipeline, position_text(position)))
+
+    def clear(self, cur: Any) -> None:
+        """In the batch's last transaction, with the checkpoint."""
+        cur.execute(f"DELETE FROM {self._t()} WHERE pipeline = %s", (self.pipeline,))
+
+    def row_sql(self, position: tuple[int, ...]) -> str:
+        pipeline = self.pipeline.replace("'", "''")
+        return (f"{quote_table(self.table)} WHERE pipeline = '{pipeline}'"
+                f" AND position = '{position_text(position)}'")

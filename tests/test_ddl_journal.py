@@ -1,0 +1,241 @@
+"""A DDL and a crash (issue 12, item 6): a DDL commits by itself, so a kill -9 between it
+and its checkpoint leaves the batch in flight with the DDL done or not.  The replay decides
+from the DDL journal and the downstream's catalog, and never runs a DDL twice.
+
+Checked at both sides of the DDL, for every kind: crashed once at each DDL right after its
+journal row committed (the DDL not run) and right after the DDL ran (checkpoint not moved),
+in process and by a real SIGKILL of ``binrelay sync``; then every table must equal the
+upstream's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binrelay import failpoints
+from binrelay.apply.applier import apply_ddl
+from binrelay.apply.ddl_journal import RUN, SKIP, CatalogPrint, DdlJournal, catalog_print, decide
+from binrelay.errors import DdlOutcomeUnknownError, DownstreamError
+from fidelity import SimulatedCrash, assert_converged, make_env
+from relay_helpers import binrelay_cmd, run_binrelay
+
+# Every DDL kind, with rows in between so that a DDL run twice shows in the data.
+EVERY_KIND = [
+    "CREATE DATABASE d",
+    "CREATE TABLE d.a (id INT PRIMARY KEY, v VARCHAR(20))",
+    "CREATE TABLE d.b (id INT PRIMARY KEY, v VARCHAR(20))",
+    "INSERT INTO d.a VALUES (1, 'a1'), (2, 'a2')",
+    "INSERT INTO d.b VALUES (1, 'b1')",
+    # The same definitions: only InnoDB's table ids tell the swapped tables apart.
+    "RENAME TABLE d.a TO d.tmp, d.b TO d.a, d.tmp TO d.b",
+    "INSERT INTO d.a VALUES (5, 'after the swap')",
+    "ALTER TABLE d.a ADD COLUMN n INT DEFAULT 7",
+    "ALTER TABLE d.a MODIFY v VARCHAR(40)",
+    "CREATE TABLE d.w (id INT PRIMARY KEY, p INT, q INT)",
+    "INSERT INTO d.w VALUES (1, 10, 20)",
+    "ALTER TABLE d.w RENAME COLUMN p TO q, RENAME COLUMN q TO p",
+    "ALTER TABLE d.b DROP COLUMN v",
+    "ALTER TABLE d.b ADD COLUMN v INT",
+    "INSERT INTO d.b VALUES (9, 99)",
+    "CREATE INDEX iv ON d.a (v)",
+    "DROP INDEX iv ON d.a",
+    "TRUNCATE TABLE d.b",
+    "INSERT INTO d.b VALUES (10, 100)",
+    "CREATE TABLE d.c AS SELECT id, v FROM d.a",
+    "CREATE OR REPLACE TABLE d.c2 (id INT PRIMARY KEY) SELECT id FROM d.b",
+    "ALTER TABLE d.c RENAME TO d.c3",
+    "CREATE VIEW d.v AS SELECT id FROM d.a",
+    "DROP VIEW d.v",
+    "CREATE SEQUENCE d.s",
+    "DROP SEQUENCE d.s",
+    "CREATE PROCEDURE d.p() SELECT 1",
+    "DROP PROCEDURE d.p",
+    "DROP TABLE d.c3",
+    "RENAME TABLE d.a TO d.x, d.x TO d.y",
+    "INSERT INTO d.y VALUES (6, 'chain', 1)",
+    "CREATE DATABASE e",
+    "CREATE TABLE e.t (id INT PRIMARY KEY)",
+    "DROP DATABASE e",
+]
+DDL_COUNT = sum(not s.startswith("INSERT") for s in EVERY_KIND)
+
+
+def crash_once_per_ddl(point: str, monkeypatch: Any) -> set[str]:
+    """Make ``point`` "kill" the sync once per DDL (by position)."""
+    crashed: set[str] = set()
+
+    def hit(name: str, key: str = "") -> None:
+        if name == point and key not in crashed:
+            crashed.add(key)
+            raise SimulatedCrash(key)
+
+    monkeypatch.setattr(failpoints, "hit", hit)
+    return crashed
+
+
+def sync_through_crashes(env: Any, spark: Any) -> None:
+    for _ in range(500):
+        try:
+            env.sync(spark)
+            return
+        except SimulatedCrash:
+            continue
+    raise AssertionError("the sync never got to the end")
+
+
+@pytest.mark.parametrize("point", ["ddl-journaled", "ddl-applied"])
+def test_every_ddl_kind_replayed_after_a_crash(point: str, mariadb_factory, tmp_path: Path,
+                                               spark, monkeypatch) -> None:
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(EVERY_KIND)
+    env.relay()
+    crashed = crash_once_per_ddl(point, monkeypatch)
+    sync_through_crashes(env, spark)
+    assert len(crashed) == DDL_COUNT
+    assert_converged(env)
+    journal = env.downstream.execute("SELECT COUNT(*) FROM binrelay.ddl_journal")
+    assert journal == ((0,),), "the journal rows go with the checkpoint"
+
+
+def test_a_real_kill_at_every_ddl(mariadb_factory, tmp_path: Path) -> None:
+    """``binrelay sync`` SIGKILLed right after each DDL ran, started again until it ends."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d",
+             "CREATE TABLE d.a (id INT PRIMARY KEY, v INT)",
+             "CREATE TABLE d.b (id INT PRIMARY KEY, v INT)",
+             "INSERT INTO d.a VALUES (1, 1), (2, 2)", "INSERT INTO d.b VALUES (3, 3)",
+             "RENAME TABLE d.a TO d.tmp, d.b TO d.a, d.tmp TO d.b",
+             "INSERT INTO d.a VALUES (4, 4)",
+             "CREATE TABLE d.c SELECT * FROM d.b",
+             "TRUNCATE TABLE d.b",
+             "INSERT INTO d.b VALUES (5, 5)"])
+    env.relay()
+    marks = tmp_path / "failpoints"
+    marks.mkdir()
+    environ = {**os.environ, "BINRELAY_FAILPOINTS": "ddl-applied",
+               "BINRELAY_FAILPOINT_DIR": str(marks)}
+    codes = []
+    for _ in range(12):
+        done = subprocess.run(binrelay_cmd("sync", "--config", str(env.config),
+                                           "--until-caught-up"),
+                              capture_output=True, text=True, timeout=300, env=environ,
+                              check=False)
+        codes.append(done.returncode)
+        if done.returncode == 0:
+            break
+        assert done.returncode == -9, done.stderr
+    assert codes == [-9] * 6 + [0]  # 3 CREATE TABLE, RENAME, CREATE … SELECT, TRUNCATE
+    assert_converged(env)
+
+
+def test_a_ddl_the_catalog_cannot_show_stops_with_one_line(mariadb_factory, tmp_path: Path,
+                                                           spark, monkeypatch) -> None:
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)",
+             "CREATE USER 'reader'@'localhost' IDENTIFIED BY 'pw'",
+             "INSERT INTO d.t VALUES (1)"])
+    env.relay()
+    crashed = crash_once_per_ddl("ddl-applied", monkeypatch)
+    for _ in range(3):  # CREATE DATABASE, CREATE TABLE, CREATE USER
+        with pytest.raises(SimulatedCrash):
+            env.sync(spark)
+    with pytest.raises(DdlOutcomeUnknownError) as info:
+        env.sync(spark)
+    assert "CREATE USER" in str(info.value)
+    assert len(crashed) == 3
+    # Through the CLI: one line naming what to do.
+    done = run_binrelay("sync", "--config", str(env.config), "--until-caught-up", timeout=300)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "BR5005" in lines[0] and "SET ran = 1" in lines[0], done.stderr
+    # The operator looks: the user is there, so it ran.
+    assert env.downstream.execute(
+        "SELECT COUNT(*) FROM mysql.user WHERE User = 'reader'") == ((1,),)
+    env.downstream.execute("UPDATE binrelay.ddl_journal SET ran = 1")
+    env.sync(spark)
+    assert_converged(env)
+
+
+def test_a_failed_ddl_leaves_no_journal_row(mariadb_factory) -> None:
+    """A DDL the downstream refuses stops the sync; once the operator mends the downstream,
+    the rerun decides afresh (a row left behind would make it skip the DDL)."""
+    server = mariadb_factory(server_id=2)
+    conn = server.connect()
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE binrelay")
+        cur.execute("CREATE DATABASE d")
+        journal = DdlJournal("binrelay", "p", batch_id=7)
+        journal.create(cur)
+    statement, where = "ALTER TABLE t ADD COLUMN v INT", (1, 1, 400, 0)
+    with pytest.raises(DownstreamError):
+        apply_ddl(conn, "d", statement, replay=False, position=where, journal=journal)
+    assert server.execute("SELECT COUNT(*) FROM binrelay.ddl_journal") == ((0,),)
+    server.execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
+    assert apply_ddl(conn, "d", statement, position=where, journal=journal).applied
+    # Run again in the same batch (the replay after a crash): the journal says it ran.
+    again = apply_ddl(conn, "d", statement, position=where, journal=journal)
+    assert not again.applied and "journal" in again.message
+    assert server.execute("SELECT COUNT(*) FROM information_schema.COLUMNS"
+                          " WHERE TABLE_SCHEMA = 'd' AND TABLE_NAME = 't'") == ((2,),)
+    conn.close()
+
+
+def test_decide() -> None:
+    same = CatalogPrint("x")
+    assert decide("CREATE TABLE t (i INT)", None, None, same) == RUN
+    assert decide("CREATE TABLE t (i INT)", "x", None, same) == RUN
+    assert decide("CREATE TABLE t (i INT)", "y", None, same) == SKIP
+    assert decide("CREATE TABLE t (i INT)", "x", 1, same) == SKIP
+    assert decide("CREATE TABLE t (i INT)", "y", 0, same) == RUN
+    assert decide("CREATE PROCEDURE p() SELECT 1", "x", None, same) == RUN
+    assert decide("GRANT SELECT ON d.* TO u", "x", None, same) == RUN
+    assert decide("RENAME TABLE a TO b", "x", None, same) == RUN
+    with pytest.raises(DdlOutcomeUnknownError):
+        decide("RENAME TABLE a TO b", "x", None, CatalogPrint("x", unidentified=True))
+    with pytest.raises(DdlOutcomeUnknownError):
+        decide("CREATE USER u", "x", None, same)
+    with pytest.raises(DdlOutcomeUnknownError):
+        decide("CREATE FUNCTION f RETURNS STRING SONAME 'f.so'", "x", None, same)
+
+
+def test_the_catalog_print_sees_each_kind(mariadb_factory) -> None:
+    server = mariadb_factory(server_id=1)
+    conn = server.connect()
+    conn.autocommit(True)
+    cases = [
+        ("CREATE DATABASE `d-1`", None),
+        ("CREATE TABLE `d-1`.`a-€` (id INT PRIMARY KEY, v INT)", "d-1"),
+        ("CREATE TABLE b (id INT PRIMARY KEY, v INT)", "d-1"),
+        ("RENAME TABLE `a-€` TO tmp, b TO `a-€`, tmp TO b", "d-1"),
+        ("TRUNCATE TABLE b", "d-1"),
+        ("ALTER TABLE b COMMENT 'x'", "d-1"),
+        ("CREATE TABLE p (id INT) PARTITION BY HASH (id) PARTITIONS 2", "d-1"),
+        ("TRUNCATE TABLE p", "d-1"),
+        ("ALTER DATABASE `d-1` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", None),
+        ("CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1", "d-1"),
+        ("CREATE SEQUENCE s", "d-1"),
+    ]
+    with conn.cursor() as cur:
+        for statement, schema in cases:
+            if schema:
+                cur.execute(f"USE `{schema}`")
+            before = catalog_print(cur, statement, schema)
+            cur.execute(statement)
+            after = catalog_print(cur, statement, schema)
+            assert before.digest != after.digest, statement
+            assert not after.unidentified, statement
+            assert catalog_print(cur, statement, schema) == after, statement
+        # Rows do not change it (nor the AUTO_INCREMENT counter).
+        cur.execute("CREATE TABLE ai (id INT AUTO_INCREMENT PRIMARY KEY)")
+        before = catalog_print(cur, "ALTER TABLE ai ADD COLUMN v INT", "d-1")
+        cur.execute("INSERT INTO ai VALUES (), (), ()")
+        assert catalog_print(cur, "ALTER TABLE ai ADD COLUMN v INT", "d-1") == before
+        # A table without an InnoDB id.
+        cur.execute("CREATE TABLE m (id INT) ENGINE=MyISAM")
+        assert catalog_print(cur, "RENAME TABLE m TO m2", "d-1").unidentified
+    conn.close()
