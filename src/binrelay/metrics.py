@@ -38,6 +38,8 @@ class RelayFigures:
     reconnects: int
     purge_runs: int
     purge_freed_bytes: int
+    #: Times the relay dir's file system was full and the relay waited for space.
+    disk_full: int
     #: None until known (no probe of the upstream yet).
     lag_bytes: int | None
     lag_seconds: float | None
@@ -61,6 +63,9 @@ class RelayCollector(Collector):
             ("binrelay_purge_runs", "Automatic purge checks run.", f.purge_runs),
             ("binrelay_purge_freed_bytes", "Bytes freed by automatic purge.",
              f.purge_freed_bytes),
+            ("binrelay_relay_disk_full",
+             "Times the relay dir's file system was full and the relay waited for space.",
+             f.disk_full),
         ):
             yield CounterMetricFamily(name, doc, value=value)
         # A gauge with no value yet is left out rather than reported as 0 ("caught up").

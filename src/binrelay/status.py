@@ -87,6 +87,8 @@ class RelayProcess:
     last_error: str = ""
     last_error_at: str | None = None
     metrics_addr: str = ""
+    #: While the relay waits for space on a full relay dir: since when.
+    disk_full_since: str | None = None
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,8 @@ def read_relay_process(relay_dir: Path) -> RelayProcess:
         seconds_behind=live.seconds_behind if alive else None,
         upstream_file=live.upstream_file, upstream_pos=live.upstream_pos or None,
         last_error=live.last_error, last_error_at=_iso(live.last_error_at),
-        metrics_addr=live.metrics_addr if alive else "")
+        metrics_addr=live.metrics_addr if alive else "",
+        disk_full_since=_iso(live.disk_full_since) if alive else None)
 
 
 def read_usage(relay_dir: Path) -> RelayDirUsage:
@@ -386,6 +389,7 @@ def render(status: Status) -> str:
             ("Relay_Running", "Yes" if proc.alive else "No"),
             ("Relay_Pid", proc.pid),
             ("Relay_State", proc.state),
+            ("Relay_Disk_Full_Since", proc.disk_full_since),
             ("Relay_Status_Updated", proc.updated_at),
             ("Seconds_Behind_Master", r.seconds_behind),
             ("Last_Seen_Master_Log", f"{proc.upstream_file}:{proc.upstream_pos}"

@@ -15,12 +15,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from binrelay.relay.layout import FILE_MODE
+from binrelay.relay.layout import write_atomic
 
 STATUS_FILENAME = "relay.status"
 
 #: Process states written to the file.
 CONNECTING, RELAYING, RECONNECTING, STOPPED = "connecting", "relaying", "reconnecting", "stopped"
+#: The relay dir's file system is full: the relay waits for space (``disk_full_since``).
+DISK_FULL = "disk-full"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class RelayLiveStatus:
     last_error: str = ""
     last_error_at: float | None = None
     metrics_addr: str = ""
+    disk_full_since: float | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RelayLiveStatus:
@@ -49,14 +52,8 @@ class RelayLiveStatus:
 
 
 def write_status(relay_dir: Path, status: RelayLiveStatus) -> None:
-    path = relay_dir / STATUS_FILENAME
-    tmp = relay_dir / f".{STATUS_FILENAME}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    try:
-        os.write(fd, json.dumps(asdict(status), sort_keys=True).encode() + b"\n")
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_atomic(relay_dir / STATUS_FILENAME,
+                 json.dumps(asdict(status), sort_keys=True).encode() + b"\n", durable=False)
 
 
 def read_status(relay_dir: Path) -> RelayLiveStatus | None:

@@ -43,6 +43,8 @@ class RelayMonitor(threading.Thread):
         self.upstream: UpstreamPosition | None = None
         self.upstream_up: bool | None = None
         self.latest: RelayLiveStatus | None = None
+        #: The last write of relay.status failed (said once, not every second).
+        self._write_failed = False
 
     def run(self) -> None:
         while not self.service.stopping():
@@ -58,14 +60,21 @@ class RelayMonitor(threading.Thread):
             if self.probe and not self.service.stopping():
                 self._probe()
             status = self._status(time.time())
-            try:
-                write_status(self.service.relay_dir.root, status)
-            except OSError as exc:
-                log.warning("cannot write relay.status: %s", exc.strerror)
+            self._write(status)
             self.latest = status
         if self.on_tick is not None:
             self.on_tick(status)
         return status
+
+    def _write(self, status: RelayLiveStatus) -> None:
+        try:
+            write_status(self.service.relay_dir.root, status)
+        except OSError as exc:
+            if not self._write_failed:
+                log.warning("cannot write relay.status: %s", exc.strerror)
+            self._write_failed = True
+        else:
+            self._write_failed = False
 
     def _probe(self) -> None:
         try:
@@ -111,4 +120,4 @@ class RelayMonitor(threading.Thread):
             subdir=subdir, binlog_file=file, binlog_pos=pos, upstream_file=up_file,
             upstream_pos=up_pos, seconds_behind=seconds, bytes_behind=lag_bytes,
             last_error=svc.last_error, last_error_at=svc.last_error_at,
-            metrics_addr=svc.metrics_addr)
+            metrics_addr=svc.metrics_addr, disk_full_since=svc.disk_full_since)

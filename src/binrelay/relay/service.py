@@ -10,6 +10,10 @@ A GTID start is widened to the beginning of the binlog file holding it, so every
 starts at offset 4 like the upstream's.  A different upstream identity on (re)connect opens a
 new subdir and carries the GTID set over; resuming on the same upstream always uses the exact
 file/position, which needs no GTID skipping and keeps files byte-identical.
+
+A full relay dir (``space.py``) is waited out, at start-up as while streaming: the relay says
+so once, runs a purge check when ``[purge]`` is on, and resumes from relay.meta when space is
+back, as after a reconnect.
 """
 
 from __future__ import annotations
@@ -39,13 +43,29 @@ from binrelay.errors import (
 from binrelay.gtid import MariaGtidSet, MysqlGtidSet, parse_gtid_set
 from binrelay.metrics import RelayFigures
 from binrelay.relay import consumers
-from binrelay.relay.layout import RelayMeta, binlog_sort_key
-from binrelay.relay.livestatus import CONNECTING, RECONNECTING, RELAYING, STOPPED, RelayLiveStatus
+from binrelay.relay.layout import INDEX_FILENAME, RelayMeta, binlog_sort_key
+from binrelay.relay.livestatus import (
+    CONNECTING,
+    DISK_FULL,
+    RECONNECTING,
+    RELAYING,
+    STOPPED,
+    RelayLiveStatus,
+)
 from binrelay.relay.monitor import RelayMonitor
 from binrelay.relay.position import RelayPosition
 from binrelay.relay.purge import purge_auto
 from binrelay.relay.recovery import recover_subdir
 from binrelay.relay.relaydir import RelayDir
+from binrelay.relay.space import (
+    RESERVE_FILENAME,
+    DiskFull,
+    RelayDiskFullError,
+    SpaceReserve,
+    disk_full_errno,
+    disk_full_raised,
+    free_bytes,
+)
 from binrelay.relay.writer import RelayWriter
 from binrelay.upstream.client import Endpoint, ServerInfo, UpstreamSession
 from binrelay.upstream.packets import StopRequested
@@ -79,6 +99,8 @@ class AutoPurger(threading.Thread):
         self.stopping = stopping
         self.runs = 0
         self.bytes_freed = 0
+        # The relay also calls check() while its dir is full: one check at a time.
+        self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
@@ -97,12 +119,16 @@ class AutoPurger(threading.Thread):
             self.check()
 
     def check(self) -> None:
+        with self._lock:
+            self._check()
+
+    def _check(self) -> None:
         try:
             plan, freed = purge_auto(self.relay_dir, now=time.time(),
                                      expires_hours=self.config.expires,
                                      remain_gb=self.config.remain_space,
                                      gc_applied=self.config.gc_applied)
-        except BinrelayError as exc:
+        except (BinrelayError, OSError) as exc:  # OSError: rewriting the index on a full disk
             log.warning("automatic purge failed: %s", exc)
             return
         self.runs += 1
@@ -117,6 +143,9 @@ class RelayService:
     ``probe``: ask the upstream for its position every second (for lag while busy; see
     ``monitor``); ``on_status`` gets every ``relay.status`` written (progress bars).
     """
+
+    #: Between looks at a full relay dir: purge check, free space, another try.
+    SPACE_BACKOFF = Backoff(first=0.5, cap=5.0)
 
     def __init__(self, config: Config, *, backoff: Backoff | None = None,
                  probe: bool = False,
@@ -140,8 +169,13 @@ class RelayService:
         self.connected_identity = ""
         self._closed_counts = (0, 0, 0)
         self._counts_lock = threading.Lock()
-        self.purger: AutoPurger | None = None
+        self.purger = AutoPurger(self.relay_dir.root, config.purge, stopping=self.stopping)
         self.monitor = RelayMonitor(self, probe=probe, on_tick=on_status)
+        self.reserve = SpaceReserve(self.relay_dir.root / RESERVE_FILENAME)
+        #: The last full-disk outage (kept after resuming: filling up again before relay.meta
+        #: moved on is the same outage), and how many outages there were.
+        self.disk_full: DiskFull | None = None
+        self.disk_full_count = 0
 
     def request_stop(self) -> None:
         self._stop = True
@@ -153,6 +187,12 @@ class RelayService:
         self.last_error = str(exc)
         self.last_error_at = time.time()
 
+    @property
+    def disk_full_since(self) -> float | None:
+        """When the relay dir filled up, while the relay waits for space."""
+        outage = self.disk_full
+        return outage.since if outage is not None and self.state == DISK_FULL else None
+
     def figures(self) -> RelayFigures:
         """Counters since the process started (every session's writer) and the last lag."""
         with self._counts_lock:
@@ -163,11 +203,10 @@ class RelayService:
                 nbytes += writer.bytes_written
                 fsyncs += writer.fsyncs
         latest = self.monitor.latest
-        purger = self.purger
         return RelayFigures(
             events=events, bytes=nbytes, fsyncs=fsyncs, reconnects=self.reconnects,
-            purge_runs=purger.runs if purger else 0,
-            purge_freed_bytes=purger.bytes_freed if purger else 0,
+            purge_runs=self.purger.runs, purge_freed_bytes=self.purger.bytes_freed,
+            disk_full=self.disk_full_count,
             lag_bytes=latest.bytes_behind if latest else None,
             lag_seconds=latest.seconds_behind if latest else None,
             upstream_up=self.monitor.upstream_up)
@@ -176,40 +215,52 @@ class RelayService:
 
     def run(self) -> None:
         try:
-            self.relay_dir.open()
-        except RelayDirError as exc:
-            # Most often relay-dir itself is wrong: say which key of which file to fix.
-            raise RelayDirError(f"{exc.message} (relay-dir in config {self.config.source_path})",
-                                hint=exc.hint) from exc
-        try:
-            self._recover(verify=True)
-            self.purger = AutoPurger(self.relay_dir.root, self.config.purge,
-                                     stopping=self.stopping)
-            self.purger.start()
-            self.monitor.start()
-            self._loop()
+            if self._with_space(self._start_up):
+                self.purger.start()
+                self._start_monitor()
+                self._loop()
         except BinrelayError as exc:
             self._error(exc)
             raise
         finally:
             self._stop = True
             for thread in (self.purger, self.monitor):
-                if thread is not None and thread.ident is not None:
+                if thread.ident is not None:
                     thread.join()
+            self.reserve.release()
             self.state = STOPPED
             # The last word on the process: stopped, and why if it failed.  Not when the
             # relay refused to start (recovery found damage): that writes nothing at all.
             if self.monitor.ident is not None:
                 self.monitor.tick()
 
+    def _start_up(self) -> None:
+        try:
+            self.relay_dir.open()
+        except RelayDirError as exc:
+            if disk_full_errno(exc) is not None:
+                raise
+            # Most often relay-dir itself is wrong: say which key of which file to fix.
+            raise RelayDirError(f"{exc.message} (relay-dir in config {self.config.source_path})",
+                                hint=exc.hint) from exc
+        self._recover(verify=True)
+
+    def _start_monitor(self) -> None:
+        if self.monitor.ident is None:
+            self.monitor.start()
+
     def _loop(self) -> None:
         attempt = 0
         while not self._stop:
             try:
-                if self._session():
-                    attempt = 0
+                with disk_full_raised(self.relay_dir.root):
+                    self.reserve.take()
+                    if self._session():
+                        attempt = 0
             except StopRequested:
                 break
+            except RelayDiskFullError as exc:
+                self._wait_for_space(exc)
             except UpstreamConnectionError as exc:
                 if not self._connected_once:
                     raise
@@ -220,13 +271,100 @@ class RelayService:
                 delay = self.backoff.delay(attempt)
                 log.warning("upstream connection lost (%s); reconnecting in %.1f s", exc, delay)
                 self._sleep(delay)
-                self._recover(verify=False)
+                self._with_space(lambda: self._recover(verify=False))
         log.info("relay stopped")
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while not self._stop and time.monotonic() < deadline:
             time.sleep(min(0.1, deadline - time.monotonic()))
+
+    # --- a full relay dir --------------------------------------------------------------------
+
+    def _with_space(self, step: Callable[[], object]) -> bool:
+        """Run ``step``; while the relay dir is full, wait for space and run it again.
+        False when a stop was asked before it succeeded."""
+        while not self._stop:
+            try:
+                with disk_full_raised(self.relay_dir.root):
+                    step()
+                return True
+            except RelayDiskFullError as exc:
+                self._wait_for_space(exc)
+        return False
+
+    def _wait_for_space(self, exc: RelayDiskFullError) -> None:
+        """Wait until there is room to write again (or a stop is asked).
+
+        The writer has already cut the file back to relay.meta; writing resumes from there,
+        after a reconnect, as after any lost connection.  Before each look at the free space,
+        a purge check when ``[purge]`` is on (it keeps what consumers need).
+        """
+        self.reserve.release()  # room for relay.status and relay.meta while full
+        outage = self._outage(exc)
+        self.state = DISK_FULL
+        self._start_monitor()
+        root = self.relay_dir.root
+        retry_at = time.monotonic() + outage.retry_after
+        attempt = 0
+        while not self._stop:
+            if self.purger.enabled and (root / INDEX_FILENAME).exists():
+                self.purger.check()
+            free = free_bytes(root) or 0
+            if free >= outage.want_free or time.monotonic() >= retry_at:
+                try:
+                    with disk_full_raised(root):
+                        self._recover(verify=False)
+                except RelayDiskFullError:
+                    pass
+                else:
+                    self._resuming(outage, free)
+                    return
+            attempt += 1
+            self._sleep(self.SPACE_BACKOFF.delay(attempt))
+
+    def _outage(self, exc: RelayDiskFullError) -> DiskFull:
+        """A new outage (said once: warning, last error, metrics), or the last one again when
+        the disk filled up before relay.meta moved on (said at info: it then waits for more
+        free space than before, so this happens a few times at most)."""
+        at = self._durable_at()
+        free = free_bytes(self.relay_dir.root) or 0
+        last = self.disk_full
+        where = {"relay_dir": str(self.relay_dir.root), "free_bytes": free}
+        if last is not None and at <= last.at:
+            outage = last.refilled(free)
+            log.info("relay dir full again before relay.meta moved on; waiting for more space",
+                     extra={**where, "wanted_free_bytes": outage.want_free})
+        else:
+            self._error(exc)
+            self.disk_full_count += 1
+            outage = DiskFull.begin(self.last_error_at or time.time(), at, free, self.reserve)
+            log.warning("relay dir full; waiting for space", extra={
+                **where, "wanted_free_bytes": outage.want_free, "error": exc.message})
+        self.disk_full = outage
+        return outage
+
+    def _resuming(self, outage: DiskFull, free: int) -> None:
+        extra = {"relay_dir": str(self.relay_dir.root), "free_bytes": free,
+                 "waited_seconds": round(time.time() - outage.since, 1)}
+        if free >= outage.want_free:
+            log.info("space freed; resuming", extra=extra)
+        else:
+            log.info("trying the relay dir again (free space did not grow)", extra=extra)
+        self.state = CONNECTING
+
+    def _durable_at(self) -> tuple:
+        """relay.meta's position in the current subdir, as a sort key (() when none)."""
+        current = self.relay_dir.current
+        try:
+            meta = self.relay_dir.meta(current) if current is not None else None
+        except RelayDirError:
+            meta = None
+        if current is None or meta is None or not meta.binlog_name:
+            return ()
+        return RelayPosition(current, meta.binlog_name, meta.binlog_pos).sort_key
+
+    # --- recovery ------------------------------------------------------------------------------
 
     def _recover(self, *, verify: bool) -> None:
         current = self.relay_dir.current
@@ -238,7 +376,9 @@ class RelayService:
             binlog = path / meta.binlog_name
             if not binlog.exists() and meta.binlog_pos <= 4:
                 return
-            if binlog.exists() and binlog.stat().st_size == meta.binlog_pos:
+            # A file of only the magic (its header's write failed) goes through recovery,
+            # which removes it.
+            if binlog.exists() and binlog.stat().st_size == meta.binlog_pos > 4:
                 return
         recovery = recover_subdir(path, meta, flavor=self.config.flavor)
         if recovery.truncated_bytes or recovery.removed_file or recovery.meta_rewound:

@@ -8,6 +8,9 @@ crash) a torn tail that recovery truncates.
 Durability order: data is fsynced at transaction ends, grouped (at most ``sync_interval``
 seconds late while the stream is busy, at once when it goes idle); ``relay.meta`` is then
 replaced atomically.  Meta may lag the data, never lead it.
+
+After a failed write or fsync (a full disk most often) the writer is broken: ``close`` cuts
+the file back to what relay.meta records and writes nothing more.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from binrelay.relay.layout import (
     RelayMeta,
     binlog_sort_key,
     fsync_dir,
+    read_meta,
     write_meta,
 )
 from binrelay.relay.progress import Progress
@@ -74,6 +78,8 @@ class RelayWriter:
         self._meta = meta
         self._unsynced = False
         self._last_sync = time.monotonic()
+        #: A write or fsync failed: what is past relay.meta's position cannot be trusted.
+        self._broken = False
         self.offset = 4
         # Counters for status and metrics.
         self.events_written = 0
@@ -142,6 +148,9 @@ class RelayWriter:
         """
         if self._fd is None:
             return
+        if self._broken:
+            self._cut_back()
+            return
         self.sync()
         if self.offset > self.progress.boundary_pos:
             os.ftruncate(self._fd, self.progress.boundary_pos)
@@ -149,6 +158,34 @@ class RelayWriter:
             self.offset = self.progress.boundary_pos
         os.close(self._fd)
         self._fd = None
+
+    def _cut_back(self) -> None:
+        """After a failed write or fsync: keep only what relay.meta records as relayed.
+
+        Past it the file may end inside an event, or hold bytes that are not durable (after
+        a failed fsync the page cache may show data the disk lost), so they go, and the next
+        session fetches them again from relay.meta's position.  Shrinking needs no space.
+        """
+        fd, self._fd = self._fd, None
+        assert fd is not None
+        self._pending.clear()
+        try:
+            durable = read_meta(self.subdir) or self._meta
+        except RelayDirError:
+            durable = self._meta
+        try:
+            if durable.binlog_name == self.file_name:
+                # min(): a file cut short by the failed write must not grow back with zeros.
+                keep = min(os.fstat(fd).st_size, durable.binlog_pos)
+                os.ftruncate(fd, keep)
+                self.offset = keep
+                os.fsync(fd)
+        except OSError as exc:
+            # Recovery trims the tail when the relay resumes or restarts.
+            log.warning("cannot cut %s back to relay.meta's position: %s", self.path,
+                        exc.strerror)
+        finally:
+            os.close(fd)
 
     # --- writing -------------------------------------------------------------------------------
 
@@ -168,6 +205,7 @@ class RelayWriter:
             while view:
                 view = view[os.write(self._fd, view):]
         except OSError as exc:
+            self._broken = True
             raise RelayDirError(
                 f"cannot write relay file {self.path}: {exc.strerror}",
                 hint="free space or fix the disk, then restart the relay: it resumes from "
@@ -181,6 +219,7 @@ class RelayWriter:
         try:
             os.fsync(fd)
         except OSError as exc:
+            self._broken = True
             raise RelayDirError(f"fsync of {self.path} failed: {exc.strerror}",
                                 hint="check the disk; restart the relay to resume") from exc
         self.fsyncs += 1
@@ -191,13 +230,20 @@ class RelayWriter:
             self._flush()
             self._fsync(self._fd)
         if self._dir_dirty:
-            fsync_dir(self.subdir)
+            try:
+                fsync_dir(self.subdir)
+            except OSError as exc:
+                # Not an OSError any more: the stream would take that for a lost connection.
+                self._broken = True
+                raise RelayDirError(f"fsync of {self.subdir} failed: {exc.strerror}",
+                                    hint="check the disk; restart the relay to resume") from exc
             self._dir_dirty = False
         meta = RelayMeta(self.file_name, self.progress.boundary_pos, self.progress.gtid_text())
         if meta != self._meta:
             try:
                 write_meta(self.subdir, meta)
             except OSError as exc:
+                self._broken = True
                 raise RelayDirError(f"cannot write {self.subdir}/relay.meta: {exc.strerror}",
                                     hint="free space or fix the disk, then restart the relay"
                                     ) from exc
