@@ -112,6 +112,7 @@ class Config:
     #: As written in the file ("" = stderr); see :meth:`resolve_log_file`.
     log_file: str = ""
     relay_sync_interval: float = 0.1
+    relay_log_recovery: bool = False
     from_: FromConfig = field(default_factory=FromConfig)
     purge: PurgeConfig = field(default_factory=PurgeConfig)
     to: ToConfig = field(default_factory=ToConfig)
@@ -438,6 +439,12 @@ SCHEMA: dict[str, dict[str, Field]] = {
             "How long relayed data may wait before the grouped fsync at a transaction end; "
             "0 means fsync at every transaction end.",
             unit="seconds",
+        ),
+        "relay-log-recovery": Field(
+            _Bool(), False,
+            "At start, check the current subdir from the oldest consumer's file on; move "
+            "damaged or missing parts aside and fetch them again from the upstream "
+            "(MySQL's relay_log_recovery).",
         ),
     },
     "from": {

@@ -43,7 +43,7 @@ from binrelay.errors import (
 from binrelay.gtid import MariaGtidSet, MysqlGtidSet, parse_gtid_set
 from binrelay.metrics import RelayFigures
 from binrelay.relay import consumers
-from binrelay.relay.layout import INDEX_FILENAME, RelayMeta, binlog_sort_key
+from binrelay.relay.layout import INDEX_FILENAME, RelayMeta, binlog_sort_key, list_binlogs
 from binrelay.relay.livestatus import (
     CONNECTING,
     DISK_FULL,
@@ -57,6 +57,7 @@ from binrelay.relay.position import RelayPosition
 from binrelay.relay.purge import purge_auto
 from binrelay.relay.recovery import recover_subdir
 from binrelay.relay.relaydir import RelayDir
+from binrelay.relay.salvage import find_damage, first_needed_file, move_aside
 from binrelay.relay.space import (
     RESERVE_FILENAME,
     DiskFull,
@@ -243,7 +244,32 @@ class RelayService:
             # Most often relay-dir itself is wrong: say which key of which file to fix.
             raise RelayDirError(f"{exc.message} (relay-dir in config {self.config.source_path})",
                                 hint=exc.hint) from exc
+        if self.config.relay_log_recovery:
+            self._salvage()
         self._recover(verify=True)
+
+    def _salvage(self) -> None:
+        """``relay-log-recovery``: damage where a reader still needs the relay is moved
+        aside and fetched again from the upstream (``relay/salvage.py``)."""
+        current = self.relay_dir.current
+        if current is None:
+            return
+        path = self.relay_dir.path(current)
+        start = first_needed_file(self.relay_dir.root, current, list_binlogs(path))
+        damage = find_damage(path, self.relay_dir.meta(current), start,
+                             flavor=self.config.flavor)
+        if damage is None:
+            return
+        with UpstreamSession(self.endpoint) as probe:
+            info = probe.server_info()
+            if info.identity != current.identity:
+                raise UpstreamDivergedError(
+                    f"relay-log-recovery: {damage.what}, but the upstream is {info.identity},"
+                    f" not the server subdir {current} was relayed from; nothing was changed",
+                    hint="point [from] at that server to fetch the damaged part again, or "
+                         "restore the relay files from a backup")
+            sizes = {f.name: f.size for f in probe.binlog_files()}
+        move_aside(self.relay_dir.root, current, damage, sizes)
 
     def _start_monitor(self) -> None:
         if self.monitor.ident is None:
