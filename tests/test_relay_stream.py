@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import time
 from pathlib import Path
 
@@ -102,6 +103,34 @@ def test_upstream_restart_and_cut_connections(mariadb_factory, tmp_path: Path) -
         assert relay.stop() == 0
         proxy.close()
     assert proxy.cuts >= 4
+    assert_identical(current_subdir(relay_dir), server)
+
+
+def test_each_outage_backs_off_from_the_first_step(mariadb_factory, tmp_path: Path) -> None:
+    """Separate outages, each after a healthy session, reconnect after 0.1 s each: the
+    backoff grows within one outage, not over the relay's life (found by the soak)."""
+    server = mariadb_factory(server_id=1)
+    server.execute("CREATE DATABASE d")
+    server.execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
+    proxy = CuttingProxy((server.host, server.port))
+    relay_dir = tmp_path / "relay"
+    config = write_config(tmp_path / "relay.toml", ("127.0.0.1", proxy.port), relay_dir)
+    relay = RelayProcess(config, tmp_path / "relay.log")
+    try:
+        wait_caught_up(relay_dir, server, process=relay)
+        for i in range(5):
+            time.sleep(1.5)  # a healthy session
+            proxy.cut_after(1)
+            server.execute(f"INSERT INTO d.t VALUES ({i})")
+            deadline = time.monotonic() + 10
+            while proxy.cuts <= i and time.monotonic() < deadline:
+                time.sleep(0.05)
+            wait_caught_up(relay_dir, server, process=relay)
+    finally:
+        assert relay.stop() == 0
+        proxy.close()
+    delays = re.findall(r"reconnecting in ([\d.]+) s", (tmp_path / "relay.log").read_text())
+    assert len(delays) == 5 and set(delays) == {"0.1"}, delays
     assert_identical(current_subdir(relay_dir), server)
 
 

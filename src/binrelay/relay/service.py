@@ -73,6 +73,11 @@ from binrelay.upstream.packets import StopRequested
 
 log = logging.getLogger(__name__)
 
+#: A session that streamed this long before it broke ends an outage: the next reconnect
+#: backs off from the first step again (a server that drops every session at once does
+#: not: its reconnects keep backing off).
+HEALTHY_SESSION_S = 1.0
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -160,6 +165,8 @@ class RelayService:
         self.writer: RelayWriter | None = None
         self.reconnects = 0
         self._connected_once = False
+        #: When the current session's binlog stream began (None: not yet).
+        self._streaming_since: float | None = None
         # Live state for relay.status and metrics (read from other threads: plain values).
         self.pid = os.getpid()
         self.started_at = time.time()
@@ -290,6 +297,9 @@ class RelayService:
             except UpstreamConnectionError as exc:
                 if not self._connected_once:
                     raise
+                if self._streaming_since is not None and \
+                        time.monotonic() - self._streaming_since >= HEALTHY_SESSION_S:
+                    attempt = 0  # a new outage: the backoff starts again from its first step
                 attempt += 1
                 self.reconnects += 1
                 self.state = RECONNECTING
@@ -415,6 +425,7 @@ class RelayService:
         """One replication session; returns whether any event arrived."""
         session = UpstreamSession(self.endpoint)
         got_events = False
+        self._streaming_since = None
         try:
             info = session.server_info()
             self._connected_once = True
@@ -442,6 +453,7 @@ class RelayService:
                 on_idle=writer.on_idle, should_stop=self.stopping,
             )
             try:
+                self._streaming_since = time.monotonic()
                 for event in stream.events(writer.consume_packets):
                     writer.handle(event)
                     got_events = True
