@@ -116,14 +116,20 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------- processes
 
 
-def vm_hwm_kib(pid: int) -> int:
-    """The process's peak RSS so far (``VmHWM``, KiB); 0 once it is gone or a zombie."""
+def proc_status_kib(pid: int, key: str) -> int:
+    """A ``kB`` line of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``...); 0 once the process
+    is gone or a zombie."""
     try:
         text = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return 0
-    m = re.search(r"^VmHWM:\s+(\d+)\s+kB", text, re.MULTILINE)
+    m = re.search(rf"^{key}:\s+(\d+)\s+kB", text, re.MULTILINE)
     return int(m[1]) if m else 0
+
+
+def vm_hwm_kib(pid: int) -> int:
+    """The process's peak RSS so far (KiB)."""
+    return proc_status_kib(pid, "VmHWM")
 
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")

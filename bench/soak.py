@@ -67,7 +67,6 @@ import argparse
 import contextlib
 import os
 import random
-import re
 import shutil
 import signal
 import statistics
@@ -95,6 +94,7 @@ from bench.common import (
     machine_facts,
     make_workdir,
     md_table,
+    proc_status_kib,
     settled_master_status,
     tail,
     update_section,
@@ -145,12 +145,7 @@ def pct(values: list[float], p: float) -> float:
 
 def rss_kib(pid: int) -> int:
     """VmRSS of ``pid`` in KiB; 0 when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    m = re.search(r"^VmRSS:\s+(\d+)\s+kB", text, re.MULTILINE)
-    return int(m[1]) if m else 0
+    return proc_status_kib(pid, "VmRSS")
 
 
 def children(pid: int) -> list[int]:

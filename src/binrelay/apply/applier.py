@@ -36,6 +36,7 @@ from binrelay.apply.sql import (
     quote_ident,
     rename_targets,
     replace_rows,
+    snippet,
     value_size,
 )
 from binrelay.apply.statement_sql import reset_statements
@@ -607,6 +608,3 @@ def _ddl_error(exc: BaseException, schema: str | None, statement: str,
     return mapped
 
 
-def snippet(statement: str, limit: int = 80) -> str:
-    text = " ".join(statement.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -28,7 +28,7 @@ from typing import Any
 import pymysql
 
 from binrelay.apply.changes import TableRef
-from binrelay.apply.sql import ddl_kind, quote_table
+from binrelay.apply.sql import ddl_kind, quote_table, snippet
 from binrelay.errors import DdlOutcomeUnknownError
 
 __all__ = ["RUN", "SKIP", "CatalogPrint", "DdlJournal", "catalog_print", "decide"]
@@ -91,7 +91,7 @@ def catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
     facts: list[tuple[Any, ...]] = [("db", *row) for row in sorted(cur.fetchall())]
     schemas = [row[1] for row in facts]
     unidentified = False
-    if schemas:
+    if schemas and words:
         params = (*schemas, *words)
         cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
                     f" WHERE {_named('TABLE', schemas, words)}", params)
@@ -163,15 +163,10 @@ def decide(statement: str, recorded: str | None, verdict: int | None, now: Catal
         return RUN
     where = "" if journal is None or position is None else journal.row_sql(position)
     raise DdlOutcomeUnknownError(
-        f"cannot tell whether DDL {_snippet(statement)!r} ran before the crash: the"
+        f"cannot tell whether DDL {snippet(statement, 60)!r} ran before the crash: the"
         " downstream's catalog looks the same either way", position=position,
         hint=f"check the downstream; if it took effect, UPDATE {where} SET ran = 1, if not"
              " SET ran = 0; then start the sync again")
-
-
-def _snippet(statement: str, limit: int = 60) -> str:
-    text = " ".join(statement.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def position_text(position: tuple[int, ...]) -> str:
@@ -222,7 +217,7 @@ class DdlJournal:
                     " ran, statement, written_at) VALUES (%s, %s, %s, %s, NULL, %s,"
                     " UTC_TIMESTAMP(6))",
                     (self.pipeline, position_text(position), self.batch_id, fingerprint,
-                     _snippet(statement, 255)))
+                     snippet(statement, 255)))
 
     def forget(self, cur: Any, position: tuple[int, ...]) -> None:
         """The DDL failed: the server undid it; a later run decides afresh."""

@@ -29,6 +29,7 @@ __all__ = [
     "quote_table",
     "rename_targets",
     "replace_rows",
+    "snippet",
     "trigger_ddl",
     "use_schema",
 ]
@@ -233,6 +234,12 @@ def _sequence_write(change: Change) -> Statement:
 
 
 # ---- DDL pass-through -------------------------------------------------------------------
+
+
+def snippet(statement: str, limit: int = 80) -> str:
+    """A statement on one line, cut to ``limit`` characters, for messages."""
+    text = " ".join(statement.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)
