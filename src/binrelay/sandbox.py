@@ -35,6 +35,8 @@ from typing import IO, Any
 
 import pymysql
 
+from binrelay import sqlclient
+
 __all__ = [
     "BINLOG_BASENAME",
     "DEFAULT_RUN_EVENTS",
@@ -475,7 +477,7 @@ class MariaDBServer:
                     f" error log:\n{tail}"
                 )
             try:
-                conn = pymysql.connect(
+                conn = sqlclient.connect(
                     host=HOST, port=port, user=ROOT_USER, password="", connect_timeout=2
                 )
             except pymysql.err.OperationalError:
@@ -527,7 +529,7 @@ class MariaDBServer:
         # checkpoint on demand turns a ~0.9 s stop into ~0.02 s. Best effort: the
         # server may be hung or refusing connections on purpose.
         with contextlib.suppress(Exception):
-            conn = pymysql.connect(
+            conn = sqlclient.connect(
                 host=HOST,
                 port=self.port,
                 user=ROOT_USER,
@@ -586,7 +588,7 @@ class MariaDBServer:
     ) -> pymysql.connections.Connection:
         params: dict[str, Any] = {"autocommit": True, "connect_timeout": 10}
         params.update(kw)
-        return pymysql.connect(
+        return sqlclient.connect(
             host=self.host,
             port=self.port,
             user=user,

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import pymysql
 from pymysql.constants import CLIENT
 
-from binrelay import failpoints
+from binrelay import failpoints, sqlclient
 from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.checkpoint import CheckpointUpdate, TaskLedger, advance_in_transaction
 from binrelay.apply.ddl_journal import SKIP, DdlJournal, catalog_print, decide
@@ -100,7 +100,7 @@ class Downstream:
         nothing changes.
         """
         try:
-            conn = pymysql.connect(
+            conn = sqlclient.connect(
                 host=self.host, port=self.port, user=self.user, password=self.password,
                 charset="utf8mb4", autocommit=False, connect_timeout=self.connect_timeout,
                 read_timeout=self.read_timeout, write_timeout=self.read_timeout,

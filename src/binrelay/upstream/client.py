@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pymysql
 from pymysql.constants import COMMAND
 
+from binrelay import sqlclient
 from binrelay.binlog import constants as c
 from binrelay.errors import (
     UpstreamAuthError,
@@ -87,7 +88,7 @@ class UpstreamSession:
     def __init__(self, endpoint: Endpoint, *, connect_timeout: float = 10.0) -> None:
         self.endpoint = endpoint
         try:
-            self._conn = pymysql.connect(
+            self._conn = sqlclient.connect(
                 host=endpoint.host, port=endpoint.port, user=endpoint.user,
                 password=endpoint.password, connect_timeout=connect_timeout,
                 read_timeout=READ_TIMEOUT * 3, write_timeout=READ_TIMEOUT * 3,
