@@ -29,7 +29,7 @@ import tomli_w
 import binrelay
 from binrelay.relay.layout import list_binlogs, read_index, read_meta
 from binrelay.relay.verify import compare_file
-from binrelay.sandbox import MariaDBServer
+from binrelay.testing.sandbox import MariaDBServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS_MD = REPO_ROOT / "BENCHMARKS.md"
@@ -46,7 +46,7 @@ INTRO = """\
 # Benchmarks
 
 Each benchmark runs binrelay against a throwaway MariaDB server on this machine (see
-`src/binrelay/sandbox.py`) and compares it with an anchor that does the same job:
+`src/binrelay/testing/sandbox.py`) and compares it with an anchor that does the same job:
 `mariadb-binlog --read-from-remote-server --raw`, MariaDB's own C client, which connects as a
 replica and writes the binlog it receives to local files, just as `binrelay relay` does (but
 without fsync, relay.meta or crash safety).

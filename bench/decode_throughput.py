@@ -57,7 +57,7 @@ from bench.common import (
     vm_hwm_kib,
 )
 from bench.relay_throughput import ROWS_PER_TXN, TABLE_SIZE, TABLES, THREADS, Workload, generate
-from binrelay.sandbox import MariaDBServer, default_template
+from binrelay.testing.sandbox import MariaDBServer, default_template
 
 SECTION = "decode_throughput"
 GOAL = 10.0

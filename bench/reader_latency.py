@@ -54,7 +54,7 @@ from binrelay.relay.layout import (
 from binrelay.relay.position import RelayPosition
 from binrelay.relay.reader import RelayReader
 from binrelay.relay.watch import ChangeWaiter
-from binrelay.sandbox import (
+from binrelay.testing.sandbox import (
     MariaDBServer,
     default_template,
     sysbench_prepare,

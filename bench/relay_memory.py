@@ -44,7 +44,7 @@ from bench.common import (
     verify_relay,
     write_config,
 )
-from binrelay.sandbox import MariaDBServer, default_template
+from binrelay.testing.sandbox import MariaDBServer, default_template
 
 SECTION = "relay_memory"
 GIB = 1024 * MIB

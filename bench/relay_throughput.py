@@ -47,7 +47,7 @@ from bench.common import (
     verify_relay,
     write_config,
 )
-from binrelay.sandbox import MariaDBServer, default_template, sysbench_prepare, sysbench_run
+from binrelay.testing.sandbox import MariaDBServer, default_template, sysbench_prepare, sysbench_run
 
 SECTION = "relay_throughput"
 TABLES = 4

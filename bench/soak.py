@@ -105,7 +105,7 @@ from binrelay.apply.checkpoint import read_checkpoint
 from binrelay.relay.layout import binlog_sort_key, list_binlogs, read_index, read_meta
 from binrelay.relay.txnscan import transaction_ends
 from binrelay.relay.verify import compare_subdir
-from binrelay.sandbox import (
+from binrelay.testing.sandbox import (
     MariaDBServer,
     SysbenchWorkload,
     default_template,

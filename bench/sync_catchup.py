@@ -76,7 +76,7 @@ from binrelay.apply.checkpoint import (
 )
 from binrelay.config import SyncConfig
 from binrelay.relay.layout import read_index
-from binrelay.sandbox import (
+from binrelay.testing.sandbox import (
     REPL_PASSWORD,
     REPL_USER,
     MariaDBServer,

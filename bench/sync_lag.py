@@ -73,7 +73,7 @@ from bench.sync_catchup import (
     wait_for_quiet,
 )
 from binrelay.apply.checkpoint import read_checkpoint
-from binrelay.sandbox import (
+from binrelay.testing.sandbox import (
     MariaDBServer,
     default_template,
     sysbench_prepare,

@@ -12,7 +12,6 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 MAGIC = b"\xfebin"
 HEADER_LEN = 19
@@ -415,18 +414,6 @@ class BinlogBuilder:
 
 
 # ----------------------------------------------------------------------------- reading files
-
-
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "mysql-captures"
-
-
-def capture_binlogs() -> list[Path]:
-    """Every binlog file among the MySQL captures (those that start with the magic)."""
-    if not CAPTURES.is_dir():
-        return []
-    return sorted(p for p in CAPTURES.rglob("*")
-                  if p.is_file() and p.suffix not in (".md", ".txt", ".sql", ".json")
-                  and p.read_bytes()[:4] == MAGIC)
 
 
 def walk(data: bytes, start: int = 4) -> Iterator[tuple[int, bytes]]:

@@ -1,4 +1,4 @@
-"""Shared fixtures: throwaway real MariaDB servers (see ``binrelay.sandbox``).
+"""Shared fixtures: throwaway real MariaDB servers (see ``binrelay.testing.sandbox``).
 
 ``mariadb_factory(server_id=..., max_binlog_size=..., ...)`` returns a started
 server; everything a test started is stopped at teardown. Set
@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from binrelay.sandbox import (
+from binrelay.testing.sandbox import (
     INSTALL_DB,
     MARIADBD,
     MariaDBServer,
@@ -24,6 +25,7 @@ from binrelay.sandbox import (
     build_template,
     stop_all,
 )
+from captures import MYSQL_CAPTURES, missing_message
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,16 +54,51 @@ def _no_leaked_mariadb_processes() -> Iterator[None]:
 
 
 
-#: Real MySQL binlogs (../shared/mysql-captures): the MySQL-format tests need them, and CI has
-#: them, so a run without them fails instead of skipping those tests.
-MYSQL_CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "mysql-captures"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if not MYSQL_CAPTURES.is_dir():
-        raise pytest.UsageError(
-            f"{MYSQL_CAPTURES} is missing: the MySQL-format tests read real MySQL binlogs from"
-            " it (it sits next to this repository, as ../shared/mysql-captures)")
+        raise pytest.UsageError(missing_message())
+
+#: Every fixture that starts MariaDB depends on mariadb_template; Spark's is spark.
+SERVER_FIXTURES = {"mariadb_template", "spark"}
+#: What a test may only start when it carries the ``server`` marker.
+SERVER_PROGRAMS = {"mariadbd", "mariadb-install-db", "mysqld", "sysbench", "java",
+                   "spark-submit", "spark-class"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that start servers through a fixture (``fixturenames`` is transitive);
+    tests that start them otherwise carry ``pytestmark = pytest.mark.server`` themselves."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "spark" in names:
+            item.add_marker(pytest.mark.spark)
+        if names & SERVER_FIXTURES or item.get_closest_marker("spark"):
+            item.add_marker(pytest.mark.server)
+
+
+@pytest.fixture(autouse=True)
+def _servers_only_when_marked(request: pytest.FixtureRequest,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test without the ``server`` marker that starts MariaDB, sysbench or a JVM fails, so
+    ``pytest -m "not server"`` is the pure core and the markers cannot rot."""
+    if request.node.get_closest_marker("server"):
+        return
+    execute = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def guarded(self: subprocess.Popen[bytes], args: object, executable: object,
+                *rest: object) -> None:
+        argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)
+        program = os.path.basename(os.fsdecode(executable or argv[0]))  # type: ignore[arg-type]
+        if program in SERVER_PROGRAMS:
+            raise AssertionError(
+                f"{request.node.nodeid} starts {program} without the 'server' marker: add "
+                "pytestmark = pytest.mark.server (or use the mariadb/spark fixtures)")
+        execute(self, args, executable, *rest)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", guarded)
+
 
 @pytest.fixture(scope="session")
 def mariadb_template(tmp_path_factory: pytest.TempPathFactory) -> Path:

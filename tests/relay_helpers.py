@@ -17,7 +17,7 @@ import tomli_w
 
 from binrelay.relay.layout import read_index, read_meta
 from binrelay.relay.verify import compare_subdir
-from binrelay.sandbox import MariaDBServer
+from binrelay.testing.sandbox import MariaDBServer
 
 
 def write_config(path: Path, server: MariaDBServer | tuple[str, int], relay_dir: Path,
@@ -211,12 +211,6 @@ def file_digest(path: Path) -> bytes:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).digest()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tree_digest(root: Path) -> dict[str, bytes]:

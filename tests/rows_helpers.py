@@ -7,9 +7,7 @@ from typing import Any
 
 from binrelay.rows import EventDecoder, RowChange, RowsEvent, iter_file_events
 from binrelay.rows.scanner import ChangeScanner
-from binrelay.sandbox import MariaDBServer
-
-CAPTURES = Path(__file__).resolve().parents[1].parent / "shared" / "mysql-captures"
+from binrelay.testing.sandbox import MariaDBServer
 
 
 def changes_from(path: Path, pos: int) -> list[RowChange]:

@@ -38,7 +38,7 @@ from binrelay.errors import (
     DownstreamRowError,
     DownstreamSchemaError,
 )
-from binrelay.sandbox import MariaDBServer, ServerFactory, find_free_port
+from binrelay.testing.sandbox import MariaDBServer, ServerFactory, find_free_port
 
 STORE = CheckpointStore("br`ckpt")
 P0 = Position("0-1.000001", "mysql-bin.000001", 4, "0-1-0")

@@ -38,7 +38,7 @@ from binrelay.apply import (
 )
 from binrelay.apply.plan import Delete, PlanPart, Upsert
 from binrelay.apply.sql import quote_table
-from binrelay.sandbox import MariaDBServer, ServerFactory
+from binrelay.testing.sandbox import MariaDBServer, ServerFactory
 
 # ---- the tables --------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from binrelay.apply import (
 )
 from binrelay.apply.sql import quote_ident, quote_table
 from binrelay.errors import DownstreamDdlError
-from binrelay.sandbox import MariaDBServer, ServerFactory
+from binrelay.testing.sandbox import MariaDBServer, ServerFactory
 
 
 @pytest.fixture(scope="module")

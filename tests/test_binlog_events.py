@@ -34,14 +34,14 @@ from binrelay.binlog.events import (
 )
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError
 from binrelay.relay.progress import Progress
-from binrelay.sandbox import MariaDBServer
+from binrelay.testing.sandbox import MariaDBServer
+from captures import MYSQL_CAPTURES, capture_binlogs
 
-CAPTURES = bb.CAPTURES
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 
 def cap(rel: str) -> bytes:
-    return (CAPTURES / rel).read_bytes()
+    return (MYSQL_CAPTURES / rel).read_bytes()
 
 
 def first_fde(data: bytes) -> bytes:
@@ -279,7 +279,7 @@ def test_parse_fde_mysql_captures(rel: str, version: str, alg: int, n_post: int 
 
 
 def test_every_capture_fde_parses_and_verifies() -> None:
-    files = bb.capture_binlogs()
+    files = capture_binlogs()
     assert len(files) >= 40
     for path in files:
         ev = first_fde(path.read_bytes())
@@ -377,7 +377,7 @@ def test_parse_rotate_fake(timestamp: int, log_pos: int, flags: int, checksum: b
 
 def test_parse_rotate_zongji_packets() -> None:
     # The server's first packet is the artificial Rotate; a real Rotate ends the events file.
-    packets = json.loads((CAPTURES / "zongji/binlog-mysql84.json").read_text())["packets"]
+    packets = json.loads((MYSQL_CAPTURES / "zongji/binlog-mysql84.json").read_text())["packets"]
     fake = bytes.fromhex(packets[0])[1:]
     r = parse_rotate_lenient(fake)
     assert (r.next_file, r.fake) == ("mysql-bin.000001", True)
@@ -472,7 +472,7 @@ def test_query_text_prefix_captures(rel: str, texts: list[bytes] | None) -> None
 
 
 def test_query_text_prefix_every_capture_query() -> None:
-    for path in bb.capture_binlogs():
+    for path in capture_binlogs():
         data = path.read_bytes()
         checksum_len = parse_format_description(first_fde(data)).checksum_len
         for _, ev in bb.walk(data):
@@ -564,7 +564,7 @@ def _dump_gtids(dump: str) -> dict[int, tuple[str, int]]:
     return found
 
 
-BOXERCRAB = sorted((CAPTURES / "boxercrab").glob("*/dump.txt")) if CAPTURES.is_dir() else []
+BOXERCRAB = sorted((MYSQL_CAPTURES / "boxercrab").glob("*/dump.txt"))
 
 
 @pytest.mark.parametrize("dump", BOXERCRAB, ids=lambda p: p.parent.name)

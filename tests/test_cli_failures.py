@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from binrelay.cli.main import main
 from binrelay.logfmt import setup_logging
-from binrelay.sandbox import MariaDBServer
+from binrelay.testing.sandbox import MariaDBServer
 from relay_helpers import relay_until_caught_up, run_binrelay, write_config
 
 #: Spark's banner, warnings and tracebacks: none of it may reach stderr.

@@ -13,7 +13,7 @@ from binrelay.relay.txnscan import transaction_ends
 from binrelay.spark.compact import segment_changes
 from binrelay.spark.decode import numbered_changes
 from binrelay.spark.planning import Segment
-from rows_helpers import CAPTURES
+from captures import MYSQL_CAPTURES
 
 PAYLOADS = ["mysql-binlog-connector-rust/mysql-bin.000057",
             "mysql-binlog-connector-java/mysql-bin.compressed",
@@ -22,7 +22,7 @@ PAYLOADS = ["mysql-binlog-connector-rust/mysql-bin.000057",
 
 @pytest.mark.parametrize("name", PAYLOADS)
 def test_changes_in_a_payload_have_unique_positions(name: str, tmp_path: Path) -> None:
-    source = CAPTURES / name
+    source = MYSQL_CAPTURES / name
     assert source.is_file(), f"{source} is missing (../shared/mysql-captures)"
     subdir = tmp_path / "0-1.000001"
     subdir.mkdir()

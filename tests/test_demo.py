@@ -7,7 +7,11 @@ import re
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from relay_helpers import run_binrelay
+
+pytestmark = pytest.mark.server  # the demo starts its own servers and Spark
 
 
 def _processes_under(paths: set[Path]) -> list[str]:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-import binrelay.sandbox as mariadb_server
-from binrelay.sandbox import (
+import binrelay.testing.sandbox as mariadb_server
+from binrelay.testing.sandbox import (
     REPL_PASSWORD,
     REPL_USER,
     MariaDBServer,
@@ -272,7 +272,7 @@ _ORPHAN_SCRIPT = textwrap.dedent(
     """
     import os, signal, sys
     sys.path.insert(0, sys.argv[1])
-    import binrelay.sandbox as mariadb_server
+    import binrelay.testing.sandbox as mariadb_server
     server = mariadb_server.MariaDBServer(sys.argv[3], template=sys.argv[2])
     server.start()
     print(server.pid, flush=True)

@@ -20,6 +20,7 @@ from binrelay.gtid import (
     MysqlGtidSet,
     parse_gtid_set,
 )
+from captures import MYSQL_CAPTURES, capture_binlogs
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 U2 = "4e11fa47-71ca-11e1-9e33-c80aa9429562"
@@ -27,7 +28,6 @@ U3 = "00000000-0000-0000-0000-000000000001"
 RAW1 = bytes.fromhex(U1.replace("-", ""))
 TAGGED1 = bytes([1, 1, 0, 0, 0, 0, 0, 1])  # tagged format, 1 SID
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "mysql-captures"
 
 FORMAT_DESCRIPTION, GTID, PREVIOUS_GTIDS, GTID_TAGGED = 15, 33, 35, 42
 
@@ -565,7 +565,7 @@ NONEMPTY_PREVIOUS_GTIDS = {
 
 @pytest.mark.parametrize("name, expected", sorted(NONEMPTY_PREVIOUS_GTIDS.items()))
 def test_previous_gtids_of_captures(name: str, expected: str) -> None:
-    body = previous_gtids_body(CAPTURES / name)
+    body = previous_gtids_body(MYSQL_CAPTURES / name)
     s = MysqlGtidSet.decode(body)
     assert str(s) == expected
     assert s.encode() == body
@@ -573,7 +573,7 @@ def test_previous_gtids_of_captures(name: str, expected: str) -> None:
 
 
 def test_tagged_capture_uses_the_tagged_header() -> None:
-    path = CAPTURES / "rust_mysql_common" / "binlog_transaction_with_GTID_TAG.000001"
+    path = MYSQL_CAPTURES / "rust_mysql_common" / "binlog_transaction_with_GTID_TAG.000001"
     body = previous_gtids_body(path)
     assert body[:8] == bytes([1, 2, 0, 0, 0, 0, 0, 1])  # format 1 in byte 0 and 7, 2 SIDs
     s = MysqlGtidSet.decode(body)
@@ -588,7 +588,7 @@ def test_tagged_capture_uses_the_tagged_header() -> None:
                                   "mysql-binlog-connector-rust/mysql-bin.000080",
                                   "rust-mysql-binlog/bin-log.000001"])
 def test_previous_gtids_are_followed_by_the_next_transactions(name: str) -> None:
-    path = CAPTURES / name
+    path = MYSQL_CAPTURES / name
     executed = MysqlGtidSet.decode(previous_gtids_body(path))
     gtids = gtid_events(binlog_events(path))
     assert gtids
@@ -599,24 +599,18 @@ def test_previous_gtids_are_followed_by_the_next_transactions(name: str) -> None
         executed = executed.add(uuid, gno)
 
 
-def all_capture_binlogs() -> list[Path]:
-    if not CAPTURES.is_dir():
-        return []
-    return sorted(p for p in CAPTURES.rglob("*")
-                  if p.is_file() and p.read_bytes()[:4] == b"\xfebin")
-
-
-@pytest.mark.parametrize("path", all_capture_binlogs(), ids=lambda p: str(p.relative_to(CAPTURES)))
+@pytest.mark.parametrize("path", capture_binlogs(),
+                         ids=lambda p: str(p.relative_to(MYSQL_CAPTURES)))
 def test_every_capture_previous_gtids_round_trips(path: Path) -> None:
     bodies = [body for type_code, body in binlog_events(path) if type_code == PREVIOUS_GTIDS]
     for body in bodies:
         s = MysqlGtidSet.decode(body)
         assert s.encode() == body
-        key = str(path.relative_to(CAPTURES))
+        key = str(path.relative_to(MYSQL_CAPTURES))
         assert str(s) == NONEMPTY_PREVIOUS_GTIDS.get(key, "")
 
 
-BOXERCRAB = sorted(CAPTURES.glob("boxercrab/*/dump.txt")) if CAPTURES.is_dir() else []
+BOXERCRAB = sorted(MYSQL_CAPTURES.glob("boxercrab/*/dump.txt"))
 
 
 @pytest.mark.parametrize("dump", BOXERCRAB, ids=lambda p: p.parent.name)
@@ -644,7 +638,7 @@ def test_boxercrab_matches_mysqlbinlog_text(dump: Path) -> None:
 def test_wire_capture_previous_gtids_cover_the_file_before(name: str) -> None:
     # Packets of COM_BINLOG_DUMP: OK byte, then an event with its CRC32.  The capture ends
     # with the PREVIOUS_GTIDS that opens the next file, which must cover this file's GTIDs.
-    packets = json.loads((CAPTURES / "zongji" / name).read_text())["packets"]
+    packets = json.loads((MYSQL_CAPTURES / "zongji" / name).read_text())["packets"]
     events = [(event[4], event[19:-4]) for event in (bytes.fromhex(p)[1:] for p in packets)]
     bodies = [body for type_code, body in events if type_code == PREVIOUS_GTIDS]
     assert len(bodies) == 1

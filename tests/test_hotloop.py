@@ -9,7 +9,7 @@ import pytest
 
 from binrelay.binlog import constants as c
 from binrelay.relay import hotloop
-from binrelay.sandbox import run_sysbench
+from binrelay.testing.sandbox import run_sysbench
 
 
 def _packets(events: list[bytes]) -> bytes:
@@ -27,7 +27,7 @@ def _events(binlog: bytes) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def real_events(tmp_path_factory, mariadb_template, mariadb_socket_dir) -> list[bytes]:
-    from binrelay.sandbox import MariaDBServer
+    from binrelay.testing.sandbox import MariaDBServer
 
     server = MariaDBServer(tmp_path_factory.mktemp("hot") / "s", template=mariadb_template,
                            socket_dir=mariadb_socket_dir).start()

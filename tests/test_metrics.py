@@ -13,9 +13,9 @@ from binrelay.config import load_config
 from binrelay.metrics import SyncMetrics, serve_metrics
 from binrelay.relay.livestatus import read_status
 from binrelay.spark.sync import SyncPipeline
+from binrelay.testing.procs import find_free_port
 from relay_helpers import (
     RelayProcess,
-    free_port,
     run_binrelay,
     wait_caught_up,
     write_config,
@@ -99,7 +99,7 @@ def test_sync_metrics_count_batches_rows_and_latency(spark, mariadb_factory,
     upstream = mariadb_factory(server_id=1)
     downstream = mariadb_factory(server_id=2)
     relay_dir = tmp_path / "relay"
-    port = free_port()
+    port = find_free_port()
     config_path = write_config(
         tmp_path / "s.toml", upstream, relay_dir,
         to={"host": downstream.host, "port": downstream.port, "user": "root", "password": ""},

@@ -15,7 +15,7 @@ from binrelay.relay import consumers as reg
 from binrelay.relay.layout import list_binlogs, read_index
 from binrelay.relay.position import RelayPosition
 from binrelay.relay.reader import RelayReader
-from binrelay.sandbox import sysbench_prepare, sysbench_run_background
+from binrelay.testing.sandbox import sysbench_prepare, sysbench_run_background
 from relay_helpers import (
     RelayProcess,
     binrelay_cmd,

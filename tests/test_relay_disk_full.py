@@ -18,7 +18,7 @@ from binrelay.relay.layout import list_binlogs, read_meta
 from binrelay.relay.scan import scan_file
 from binrelay.relay.space import RESERVE_FILENAME
 from binrelay.relay.verify import IN_USE_FLAG_OFFSET, mariadb_binlog_check
-from binrelay.sandbox import MariaDBServer
+from binrelay.testing.sandbox import MariaDBServer
 from relay_helpers import (
     RelayProcess,
     assert_identical,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from binrelay.relay.layout import list_binlogs, read_meta
+from binrelay.testing.procs import find_free_port
 from relay_helpers import (
     RelayProcess,
     assert_identical,
     current_subdir,
-    free_port,
     run_binrelay,
     tree_digest,
     wait_caught_up,
@@ -39,7 +39,7 @@ def test_wrong_password(mariadb, tmp_path: Path) -> None:
 
 
 def test_unreachable_host(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "c.toml", ("127.0.0.1", free_port()), tmp_path / "relay")
+    config = write_config(tmp_path / "c.toml", ("127.0.0.1", find_free_port()), tmp_path / "relay")
     _fails_with(config, "cannot reach upstream", "[from] host and port")
 
 

@@ -18,8 +18,8 @@ from binrelay.relay.chain import check_handover
 from binrelay.relay.layout import list_binlogs, read_index
 from binrelay.relay.purge import read_state
 from binrelay.relay.reader import RelayReader
-from binrelay.sandbox import ServerFactory
 from binrelay.spark.sync import SyncPipeline
+from binrelay.testing.sandbox import ServerFactory
 from relay_helpers import relay_until_caught_up, run_binrelay, write_config
 
 FILES = 5

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from binrelay.relay.layout import read_index, read_meta
-from binrelay.sandbox import sysbench_prepare, sysbench_run_background
+from binrelay.testing.sandbox import sysbench_prepare, sysbench_run_background
 from relay_helpers import (
     CuttingProxy,
     RelayProcess,

@@ -10,9 +10,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from binrelay.cli.main import main
-from rows_helpers import CAPTURES
+from captures import MYSQL_CAPTURES
 
-ZONGJI = CAPTURES / "zongji" / "binlog-mysql84-fullmeta.events.bin"
+ZONGJI = MYSQL_CAPTURES / "zongji" / "binlog-mysql84-fullmeta.events.bin"
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -67,11 +67,11 @@ def test_relay_dir_in_index_order(tmp_path: Path) -> None:
     a, b = tmp_path / "uuid-a.000001", tmp_path / "uuid-b.000002"
     a.mkdir()
     b.mkdir()
-    shutil.copy(CAPTURES / "rust_mysql_common/mysql_type_bit.000001", b / "mysql-bin.000001")
+    shutil.copy(MYSQL_CAPTURES / "rust_mysql_common/mysql_type_bit.000001", b / "mysql-bin.000001")
     # Unrelated captures; the second made to read as the first binlog after an upstream
     # restart, which is how a file may follow one without a ROTATE (relay/chain.py).
     (a / "mysql-bin.000010").write_bytes(as_after_restart(ZONGJI.read_bytes()))
-    shutil.copy(CAPTURES / "rust_mysql_common/json-opaque.binlog", a / "mysql-bin.000009")
+    shutil.copy(MYSQL_CAPTURES / "rust_mysql_common/json-opaque.binlog", a / "mysql-bin.000009")
     (tmp_path / "server-uuid.index").write_text("uuid-a.000001\nuuid-b.000002\n")
     code, out, _ = _run("--json", str(tmp_path))
     assert code == 0

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from binrelay.errors import BinlogFormatError
 from binrelay.rows import EventDecoder, mysqljson
 from binrelay.rows.tablemap import MetadataError, parse_table_map
+from captures import MYSQL_CAPTURES
 from rows_fuzz import corrupted, decode_with, load_events
-from rows_helpers import CAPTURES
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,7 +33,7 @@ FILES = [
     "go-mysql/tcb-eval002c-bin.003320",
     "rust_mysql_common/mysql-enum-string-set.000001",
 ]
-EVENTS = {name: load_events(CAPTURES / name) for name in FILES} if CAPTURES.is_dir() else {}
+EVENTS = {name: load_events(MYSQL_CAPTURES / name) for name in FILES}
 
 FUZZ = settings(max_examples=250, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -59,7 +59,7 @@ def _table_maps() -> list[bytes]:
     return out
 
 
-TABLE_MAPS = _table_maps() if CAPTURES.is_dir() else []
+TABLE_MAPS = _table_maps()
 
 
 @FUZZ
@@ -112,7 +112,7 @@ def test_truncated_file_reports_file_and_offset(tmp_path) -> None:  # type: igno
     from binrelay.errors import IncompleteEventError
     from binrelay.rows.reader import iter_changes
 
-    data = (CAPTURES / "zongji/binlog-mysql84-fullmeta.events.bin").read_bytes()
+    data = (MYSQL_CAPTURES / "zongji/binlog-mysql84-fullmeta.events.bin").read_bytes()
     for cut in (5, 30, 1460, len(data) - 1):
         path = tmp_path / f"cut{cut}"
         path.write_bytes(data[:cut])

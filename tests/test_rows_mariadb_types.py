@@ -29,7 +29,7 @@ from binrelay.rows.charsets import single_byte_table
 from binrelay.rows.mariadb_types import inet4_text, inet6_text, uuid_text
 from binrelay.rows.tablemap import Column
 from binrelay.rows.text import value_text
-from binrelay.sandbox import MariaDBServer, ServerFactory
+from binrelay.testing.sandbox import MariaDBServer, ServerFactory
 from rows_helpers import server_changes_since
 
 OFFSET = 1_000_000

@@ -32,7 +32,7 @@ from binrelay.rows import (
     decode_files,
 )
 from binrelay.rows.reader import iter_changes
-from rows_helpers import CAPTURES
+from captures import MYSQL_CAPTURES, capture
 
 UTC = dt.UTC
 
@@ -49,9 +49,7 @@ def _readme_counts() -> dict[str, Counter[int]]:
     """file (relative to the captures dir) -> event type counts, from the README tables."""
     out: dict[str, Counter[int]] = {}
     folder = ""
-    if not CAPTURES.is_dir():
-        return out
-    for line in (CAPTURES / "README.md").read_text().splitlines():
+    for line in (MYSQL_CAPTURES / "README.md").read_text().splitlines():
         m = re.match(r"### `([^`]+)/`", line)
         if m:
             folder = m.group(1)
@@ -78,12 +76,12 @@ def _decode_all(path: Path) -> list[Any]:
 
 
 def _changes(name: str) -> list[RowChange]:
-    return list(iter_changes([CAPTURES / name]))
+    return list(iter_changes([MYSQL_CAPTURES / name]))
 
 
 @pytest.mark.parametrize("name", sorted(README_COUNTS))
 def test_every_capture_decodes_with_the_readme_event_counts(name: str) -> None:
-    path = CAPTURES / name
+    path = MYSQL_CAPTURES / name
     if "truncated" in name:
         with pytest.raises(IncompleteEventError) as err:
             _decode_all(path)
@@ -163,7 +161,7 @@ def _mysql_decimal(text: str, p: int, s: int) -> Decimal:
 
 
 def test_decimal_matrix() -> None:
-    sql = (CAPTURES / "go-mysql" / "ddsql.sql").read_text()
+    sql = (MYSQL_CAPTURES / "go-mysql" / "ddsql.sql").read_text()
     cols = [(int(p), int(s)) for p, s in re.findall(r"v\d+_\d+ decimal\((\d+),(\d+)\)", sql)]
     rows = re.findall(r'^\((".*?)\),?$', sql, re.M)
     changes = _changes("go-mysql/tcb-eval002c-bin.003320")
@@ -222,7 +220,7 @@ def test_transaction_payloads() -> None:
 
 
 def test_tagged_gtids() -> None:
-    events = _decode_all(CAPTURES / "rust_mysql_common/binlog_transaction_with_GTID_TAG.000001")
+    events = _decode_all(capture("rust_mysql_common/binlog_transaction_with_GTID_TAG.000001"))
     (prev,) = [e for e in events if isinstance(e, PreviousGtidsEvent)]
     assert prev.gtid_set == "55778904-0299-11f1-b1b8-4ef0c4956feb:1-13:mytag:1-2"
     (gtid,) = [e for e in events if isinstance(e, MysqlGtidEvent)]
@@ -257,7 +255,7 @@ def test_vector_time_and_partial_images() -> None:
 
 
 def test_invisible_columns() -> None:
-    events = _decode_all(CAPTURES / "rust_mysql_common/binlog-invisible-columns.000001")
+    events = _decode_all(MYSQL_CAPTURES / "rust_mysql_common/binlog-invisible-columns.000001")
     table = next(e.table for e in events if isinstance(e, TableMapEvent))
     assert [c.visible for c in table.columns] == [False, False, True, True, True, False]
     changes = _changes("rust_mysql_common/binlog-invisible-columns.000001")
@@ -274,12 +272,12 @@ def test_update_rows_v2_types() -> None:
 
 def test_checksum_none_and_unknown_event_types() -> None:
     assert len(_changes("mysql-binlog-connector-java/mysql-bin.checksum-none")) == 36
-    events = _decode_all(CAPTURES / "mysql-binlog-connector-java/mysql-bin.aurora-padding")
+    events = _decode_all(MYSQL_CAPTURES / "mysql-binlog-connector-java/mysql-bin.aurora-padding")
     assert [e.header.event_type for e in events if isinstance(e, OtherEvent)] == [100]
 
 
 def test_a_flipped_byte_is_a_checksum_error(tmp_path: Path) -> None:
-    data = bytearray((CAPTURES / "zongji/binlog-mysql84-fullmeta.events.bin").read_bytes())
+    data = bytearray((MYSQL_CAPTURES / "zongji/binlog-mysql84-fullmeta.events.bin").read_bytes())
     data[1500] ^= 0x01
     bad = tmp_path / "bad.bin"
     bad.write_bytes(bytes(data))

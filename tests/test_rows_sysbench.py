@@ -10,7 +10,7 @@ from collections import Counter
 
 from binrelay.rows import EventDecoder, RowsEvent, iter_file_events
 from binrelay.rows.reader import iter_changes
-from binrelay.sandbox import MariaDBServer, run_sysbench
+from binrelay.testing.sandbox import MariaDBServer, run_sysbench
 from rows_helpers import count_ops
 
 MARIADB_BINLOG = shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")

@@ -17,6 +17,7 @@ from binrelay.errors import RelayDirError
 from binrelay.relay.layout import RelayMeta, read_meta, write_meta
 from binrelay.relay.recovery import Recovery, recover_subdir
 from binrelay.relay.scan import read_fde, scan_file
+from captures import MYSQL_CAPTURES, capture_binlogs
 
 NAME = "mysql-bin.000001"
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
@@ -404,12 +405,12 @@ ROTATED = {
     "rust_mysql_common/binlog_transaction_with_GTID_TAG.000001": "binlog.000005",
     "rust_mysql_common/transaction_compression.000001": "binlog.000043",
 }
-CAPTURE_FILES = bb.capture_binlogs()
+CAPTURE_FILES = capture_binlogs()
 
 
-@pytest.mark.parametrize("path", CAPTURE_FILES, ids=lambda p: str(p.relative_to(bb.CAPTURES)))
+@pytest.mark.parametrize("path", CAPTURE_FILES, ids=lambda p: str(p.relative_to(MYSQL_CAPTURES)))
 def test_scan_captures(path: Path) -> None:
-    rel = str(path.relative_to(bb.CAPTURES))
+    rel = str(path.relative_to(MYSQL_CAPTURES))
     r = scan_file(path, flavor=None)
     assert r.fde is not None and not r.fde.is_mariadb
     if rel in INCOMPLETE:
@@ -441,7 +442,7 @@ _GTID_UUID = re.compile(r"GTID_NEXT= '([0-9a-f-]{36}):\d+'")
 
 
 def test_recover_a_real_capture_cut_anywhere(tmp_path: Path) -> None:
-    src = bb.CAPTURES / "mysql-binlog-connector-java/mysql-bin.checksum-crc32"
+    src = MYSQL_CAPTURES / "mysql-binlog-connector-java/mysql-bin.checksum-crc32"
     data = src.read_bytes()
     events = list(bb.walk(data))
     # Anonymous GTID, BEGIN, rows, XID per transaction: the ends are easy to list by type.

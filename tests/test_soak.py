@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.server  # the soak starts its own servers, relay and sync
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("relay-kill", "sync-kill", "downstream-kill", "upstream-restart", "upstream-kill",
          "relay-cut", "sync-cut")

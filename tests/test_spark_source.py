@@ -10,15 +10,15 @@ import pytest
 
 from binrelay.relay import consumers
 from binrelay.relay.layout import list_binlogs, read_meta
-from binrelay.sandbox import run_sysbench
 from binrelay.spark.changes import decode_image
+from binrelay.testing.sandbox import run_sysbench
 from relay_helpers import RelayProcess, current_subdir, wait_caught_up, write_config
 
 
 @pytest.fixture(scope="module")
 def relayed(tmp_path_factory, mariadb_template, mariadb_socket_dir):
     """A relay dir holding sysbench traffic, DDL and a table of awkward values."""
-    from binrelay.sandbox import MariaDBServer
+    from binrelay.testing.sandbox import MariaDBServer
 
     base = tmp_path_factory.mktemp("spark-source")
     server = MariaDBServer(base / "up", server_id=1, max_binlog_size=256 * 1024,

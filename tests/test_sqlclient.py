@@ -7,7 +7,7 @@ from pathlib import Path
 
 from binrelay import sqlclient
 from binrelay.apply.applier import Downstream
-from binrelay.sandbox import ServerFactory
+from binrelay.testing.sandbox import ServerFactory
 from binrelay.upstream.client import Endpoint, UpstreamSession
 
 

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from binlog_builder import capture_binlogs
 from binrelay.apply.statement_sql import context_statements, reset_statements, sql_string
 from binrelay.binlog import statement as s
 from binrelay.binlog.statement import QueryStatus, UserVar
@@ -29,7 +28,7 @@ from binrelay.rows import (
     iter_file_events,
 )
 from binrelay.rows.decimal import decode_decimal
-from rows_helpers import CAPTURES
+from captures import MYSQL_CAPTURES, capture_binlogs
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -292,7 +291,7 @@ def test_decimal_text_agrees_with_the_row_decoder(data: st.DataObject) -> None:
 
 
 def _decoded(rel: str) -> list[object]:
-    path = CAPTURES / rel
+    path = MYSQL_CAPTURES / rel
     dec = EventDecoder(path=str(path))
     return [ev for off, raw in iter_file_events(path) for ev in dec.feed(raw, off)]
 

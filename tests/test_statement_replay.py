@@ -31,7 +31,7 @@ from binrelay.rows import (
     XidEvent,
     iter_file_events,
 )
-from binrelay.sandbox import MariaDBServer, ServerFactory
+from binrelay.testing.sandbox import MariaDBServer, ServerFactory
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -11,8 +11,8 @@ import pytest
 
 from binrelay.apply.checkpoint import CheckpointStore, read_checkpoint
 from binrelay.config import load_config
-from binrelay.sandbox import sysbench_prepare, sysbench_run_background
 from binrelay.spark.sync import SyncPipeline
+from binrelay.testing.sandbox import sysbench_prepare, sysbench_run_background
 from relay_helpers import (
     RelayProcess,
     binrelay_cmd,

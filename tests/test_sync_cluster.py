@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from binrelay.spark.cluster import ClusterStartError, StandaloneCluster
+from binrelay.testing.cluster import ClusterStartError, StandaloneCluster
 from relay_helpers import RelayProcess, run_binrelay, wait_caught_up, write_config
 from test_sync import _ddl_workload, assert_ddl_workload_converged
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.timeout(420), pytest.mark.server, pytest.mark.spark]
 
 
 def _executor_logs(cluster: StandaloneCluster, worker: int) -> list[str]:

@@ -12,7 +12,8 @@ from binrelay.binlog.events import parse_format_description, parse_mysql_gtid
 from binrelay.binlog.txn import TxnTracker, needs_query_prefix
 from binrelay.gtid import MysqlGtidSet
 from binrelay.relay.progress import Progress
-from binrelay.sandbox import MariaDBServer
+from binrelay.testing.sandbox import MariaDBServer
+from captures import MYSQL_CAPTURES, capture, capture_binlogs
 
 # One step: (event type, MariaDB GTID flags or query text, expected "ends a transaction").
 Step = tuple[int, int | bytes | None, bool]
@@ -268,7 +269,7 @@ def _progress_ends(data: bytes, flavor: str) -> tuple[dict[int, bool], Progress]
     return verdicts, progress
 
 
-CAPTURE_FILES = bb.capture_binlogs()
+CAPTURE_FILES = capture_binlogs()
 
 
 def test_there_are_captures() -> None:
@@ -276,7 +277,7 @@ def test_there_are_captures() -> None:
 
 
 @pytest.mark.parametrize("path", CAPTURE_FILES,
-                         ids=lambda p: str(p.relative_to(bb.CAPTURES)))
+                         ids=lambda p: str(p.relative_to(MYSQL_CAPTURES)))
 def test_captures_never_end_a_transaction_inside_begin_xid(path: Path) -> None:
     data = path.read_bytes()
     verdicts, progress = _progress_ends(data, "mysql")
@@ -293,7 +294,7 @@ def test_captures_never_end_a_transaction_inside_begin_xid(path: Path) -> None:
         assert progress.boundary_pos >= last[-1]
 
 
-@pytest.mark.parametrize("path", CAPTURE_FILES, ids=lambda p: str(p.relative_to(bb.CAPTURES)))
+@pytest.mark.parametrize("path", CAPTURE_FILES, ids=lambda p: str(p.relative_to(MYSQL_CAPTURES)))
 def test_captures_gtid_set_holds_every_committed_gtid(path: Path) -> None:
     data = path.read_bytes()
     _, progress = _progress_ends(data, "mysql")
@@ -313,7 +314,7 @@ def test_captures_gtid_set_holds_every_committed_gtid(path: Path) -> None:
 
 
 def test_truncated_capture_stops_at_the_torn_event() -> None:
-    data = (bb.CAPTURES / "rust_mysql_common/binlog_truncated_prev_gtid_event.000001").read_bytes()
+    data = capture("rust_mysql_common/binlog_truncated_prev_gtid_event.000001").read_bytes()
     verdicts, progress = _progress_ends(data, "mysql")
     assert list(verdicts) == [120]
     assert progress.boundary_pos == 120 < len(data)
@@ -321,7 +322,7 @@ def test_truncated_capture_stops_at_the_torn_event() -> None:
 
 def test_aurora_capture_ends_inside_a_transaction() -> None:
     # Anonymous GTID, Aurora's type-100 padding, then BEGIN with nothing after it.
-    data = (bb.CAPTURES / "mysql-binlog-connector-java/mysql-bin.aurora-padding").read_bytes()
+    data = (MYSQL_CAPTURES / "mysql-binlog-connector-java/mysql-bin.aurora-padding").read_bytes()
     verdicts, progress = _progress_ends(data, "mysql")
     assert [e for e, v in verdicts.items() if v] == [185, 216]
     assert progress.in_transaction

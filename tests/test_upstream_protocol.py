@@ -11,7 +11,6 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,7 @@ from binrelay.errors import BinlogPurgedError, UpstreamConnectionError, Upstream
 from binrelay.gtid import MysqlGtidSet
 from binrelay.upstream.client import encode_dump_gtid
 from binrelay.upstream.packets import MAX_PACKET, EventStream, parse_error_packet
-
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "mysql-captures"
+from captures import MYSQL_CAPTURES
 
 
 def _packet(payload: bytes, seq: int = 1) -> bytes:
@@ -148,7 +146,7 @@ def test_idle_callback_runs_before_waiting() -> None:
 def _previous_gtids_bodies() -> list[bytes]:
     """PREVIOUS_GTIDS bodies from real MySQL binlogs (CRC32 files)."""
     bodies = []
-    for path in sorted(CAPTURES.rglob("*")):
+    for path in sorted(MYSQL_CAPTURES.rglob("*")):
         if not path.is_file() or path.suffix in (".txt", ".sql", ".json", ".md"):
             continue
         data = path.read_bytes()

@@ -12,12 +12,12 @@ from binrelay.binlog import constants as c
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError
 from binrelay.rows import walk
 from binrelay.rows.scanner import _KEEP, ChangeScanner
-from binrelay.sandbox import run_sysbench
+from binrelay.testing.sandbox import run_sysbench
 
 
 @pytest.fixture(scope="module")
 def binlog(tmp_path_factory, mariadb_template, mariadb_socket_dir) -> bytes:
-    from binrelay.sandbox import MariaDBServer
+    from binrelay.testing.sandbox import MariaDBServer
 
     server = MariaDBServer(tmp_path_factory.mktemp("walk") / "s", template=mariadb_template,
                            socket_dir=mariadb_socket_dir).start()

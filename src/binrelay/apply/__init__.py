@@ -8,6 +8,8 @@ out. Spark-independent: Spark tasks call these functions (see ``docs/apply.md``)
 - :mod:`~binrelay.apply.applier`: ``Downstream``, ``apply_plan_part``, ``apply_ddl``,
   ``apply_transaction``;
 - :mod:`~binrelay.apply.ddl_journal`: whether a DDL ran before a crash (journal + catalog).
+
+May import: binlog, rows, errors, failpoints, sqlclient.
 """
 
 from binrelay.apply.applier import (

@@ -5,31 +5,27 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import sys
-from collections.abc import Callable, Iterator
-from functools import wraps
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from binrelay.binlog import constants as c
+from binrelay.cli.failing import reports_errors
+from binrelay.relay.chain import relay_dir_files
 from binrelay.rows import events as ev
-from binrelay.rows.reader import Located, decode_files, input_files, iter_changes
+from binrelay.rows.reader import Located, decode_files, iter_changes
 from binrelay.rows.tablemap import TableMap
 from binrelay.rows.text import image_json, sql_literal
 
 
-def _reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``binrelay.cli.main.reports_errors``, looked up at call time: main.py imports this
-    module at its end, so importing main here at module level would be circular."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from binrelay.cli.main import reports_errors
-
-        return reports_errors(func)(*args, **kwargs)
-
-    return wrapper
+def input_files(target: Path | str) -> list[Path]:
+    """A binlog file, or every file of a relay directory."""
+    target = Path(target)
+    if target.is_dir():
+        return relay_dir_files(target)
+    return [target]
 
 
 @click.command()
@@ -37,7 +33,7 @@ def _reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--json", "as_json", is_flag=True,
               help="one JSON object per row change instead of the event listing")
 @click.option("--no-verify-checksums", is_flag=True, help="do not check event CRC32s")
-@_reports_errors
+@reports_errors
 def dump(target: Path, as_json: bool, no_verify_checksums: bool) -> None:
     """Print the events and row changes of a binlog FILE or of a RELAY-DIR (every subdir in
     server-uuid.index order), decoded, like ``mariadb-binlog -v``."""

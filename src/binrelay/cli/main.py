@@ -7,56 +7,19 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from binrelay import __version__
+from binrelay.cli.dump import dump
+from binrelay.cli.failing import reports_all_errors, reports_errors
 from binrelay.config import Config, load_config
-from binrelay.errors import BinrelayError, ConfigError
+from binrelay.errors import ConfigError
 from binrelay.logfmt import setup_logging
 
 log = logging.getLogger("binrelay")
-
-
-def _fail(exc: BinrelayError) -> NoReturn:
-    """The one line an error prints, and its exit status."""
-    # A message may quote a server's text, which may hold a line break: still one line.
-    line = " ".join(str(exc).splitlines())
-    click.echo(f"binrelay: error: {line}", err=True)
-    sys.exit(exc.exit_code)
-
-
-def reports_errors(func: Callable[..., Any], *, all_errors: bool = False
-                   ) -> Callable[..., Any]:
-    """Turn our errors into one line on stderr and the error's exit status.
-
-    ``all_errors`` (the commands that run Spark): a failed Spark job is the error its task
-    raised (``binrelay.spark.failures``), and any other exception an internal error; one
-    line either way, the tracebacks in the log at debug level."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except BinrelayError as exc:
-            log.debug("command failed", exc_info=exc)
-            _fail(exc)
-        except Exception as exc:
-            if not all_errors:
-                raise
-            # Imported here: it needs no pyspark, but only these commands need it at all.
-            from binrelay.spark.failures import unexpected_error
-
-            _fail(unexpected_error(exc))
-
-    return wrapper
-
-
-def reports_all_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    return reports_errors(func, all_errors=True)
 
 
 def _load(path: str) -> Config:
@@ -295,13 +258,11 @@ def consumers(config_path: str, unregister: str | None) -> None:
 def demo(seconds: float, keep: bool) -> None:
     """Relay a sysbench workload with DDL from a sandbox MariaDB (with a kill -9 of the
     relay), apply it to a second sandbox server on Spark, and compare CHECKSUM TABLE."""
-    from binrelay.demo import run_demo
+    from binrelay.testing.demo import run_demo
 
     setup_logging("warn")
     run_demo(seconds=seconds, keep=keep, echo=click.echo)
 
-
-from binrelay.cli.dump import dump  # noqa: E402 - registered after main is defined
 
 main.add_command(dump)
 

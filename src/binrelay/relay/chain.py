@@ -151,3 +151,15 @@ def _last_event(path: Path, size: int, checksum_len: int) -> tuple[int, str] | N
         if etype == c.STOP_EVENT:
             return c.STOP_EVENT, ""
     return None
+
+
+def relay_dir_files(relay_dir: Path | str) -> list[Path]:
+    """The relay files of a relay directory, in order: subdirs as ``server-uuid.index``
+    lists them, files in each by binlog number."""
+    relay_dir = Path(relay_dir)
+    names = read_index(relay_dir)
+    if names is None:
+        raise RelayDirError(f"{relay_dir} has no server-uuid.index",
+                            hint="give a relay directory or one binlog file")
+    check_relay_dir(relay_dir)
+    return [relay_dir / str(n) / f for n in names for f in list_binlogs(relay_dir / str(n))]

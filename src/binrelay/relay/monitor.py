@@ -16,21 +16,41 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from binrelay.errors import BinrelayError
 from binrelay.relay.lag import UpstreamPosition, bytes_behind, probe_upstream
 from binrelay.relay.livestatus import RELAYING, RelayLiveStatus, write_status
-from binrelay.upstream.client import UpstreamSession
-
-if TYPE_CHECKING:
-    from binrelay.relay.service import RelayService
+from binrelay.relay.relaydir import RelayDir
+from binrelay.relay.writer import RelayWriter
+from binrelay.upstream.client import Endpoint, UpstreamSession
 
 log = logging.getLogger(__name__)
 
 
+class Monitored(Protocol):
+    """What the monitor reads of the relay service (kept apart so that neither module
+    imports the other's)."""
+
+    relay_dir: RelayDir
+    endpoint: Endpoint
+    writer: RelayWriter | None
+    connected_identity: str
+    state: str
+    pid: int
+    started_at: float
+    last_error: str
+    last_error_at: float | None
+    metrics_addr: str
+
+    @property
+    def disk_full_since(self) -> float | None: ...
+
+    def stopping(self) -> bool: ...
+
+
 class RelayMonitor(threading.Thread):
-    def __init__(self, service: RelayService, *, interval: float = 1.0, probe: bool = False,
+    def __init__(self, service: Monitored, *, interval: float = 1.0, probe: bool = False,
                  on_tick: Callable[[RelayLiveStatus], None] | None = None) -> None:
         super().__init__(name="binrelay-monitor", daemon=True)
         self.service = service

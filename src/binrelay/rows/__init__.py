@@ -8,8 +8,10 @@ Two ways in, sharing table maps and compiled row decoders:
   events, get located :class:`RowChange` objects (file, offsets, GTID) without a typed object
   per event.  :func:`iter_changes` runs it over files.
 
-The I/O edge is :mod:`binrelay.rows.reader` (files, relay directories).  Value types and their
+The I/O edge is :mod:`binrelay.rows.reader` (binlog and relay files).  Value types and their
 Arrow counterparts are documented in ``docs/types.md``.
+
+May import: binlog, errors, gtid, _speedups.
 """
 
 from binrelay.rows.compiler import ABSENT
@@ -45,7 +47,6 @@ from binrelay.rows.mysqljson import JsonDiff, JsonOpaque, JsonPartialUpdate
 from binrelay.rows.reader import (
     Located,
     decode_files,
-    input_files,
     iter_changes,
     iter_file_changes,
     iter_file_events,
@@ -92,7 +93,6 @@ __all__ = [
     "UserVarEvent",
     "XidEvent",
     "decode_files",
-    "input_files",
     "iter_changes",
     "iter_file_changes",
     "iter_file_events",

@@ -1,4 +1,5 @@
-"""The I/O edge: whole events out of binlog/relay files and relay directories.
+"""The I/O edge: whole events out of binlog and relay files (which files a relay directory
+holds, in order, is :func:`binrelay.relay.chain.relay_dir_files`).
 
 Files are read in chunks; an event is handed out as its own ``bytes`` (header, body,
 checksum), so memory is bounded by the chunk size plus the largest event.  A file that ends
@@ -14,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.binlog import constants as c
-from binrelay.errors import BinlogFormatError, IncompleteEventError, RelayDirError
-from binrelay.relay.chain import check_relay_dir
-from binrelay.relay.layout import list_binlogs, read_index
+from binrelay.errors import BinlogFormatError, IncompleteEventError
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.events import Event, RowChange
 from binrelay.rows.scanner import ChangeScanner
@@ -69,26 +68,6 @@ def iter_file_events(path: Path | str, *, start: int = 4,
             raise IncompleteEventError(
                 f"file ends inside an event ({len(buf) - pos} bytes of it)", path=str(path),
                 offset=offset)
-
-
-def relay_dir_files(relay_dir: Path | str) -> list[Path]:
-    """The relay files of a relay directory, in order: subdirs as ``server-uuid.index``
-    lists them, files in each by binlog number."""
-    relay_dir = Path(relay_dir)
-    names = read_index(relay_dir)
-    if names is None:
-        raise RelayDirError(f"{relay_dir} has no server-uuid.index",
-                            hint="give a relay directory or one binlog file")
-    check_relay_dir(relay_dir)
-    return [relay_dir / str(n) / f for n in names for f in list_binlogs(relay_dir / str(n))]
-
-
-def input_files(target: Path | str) -> list[Path]:
-    """A binlog file, or every file of a relay directory."""
-    target = Path(target)
-    if target.is_dir():
-        return relay_dir_files(target)
-    return [target]
 
 
 @dataclass(frozen=True, slots=True)

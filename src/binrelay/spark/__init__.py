@@ -2,6 +2,8 @@
 
 Importing this package does not import pyspark; :func:`build_session` and :func:`register`
 do.
+
+May import: apply, relay, rows, binlog, config, errors, gtid.
 """
 
 from binrelay.spark.session import build_session, register

@@ -34,7 +34,7 @@ import tomli_w
 from binrelay.errors import BinrelayError
 from binrelay.relay.layout import list_binlogs, read_index, read_meta
 from binrelay.relay.verify import compare_subdir
-from binrelay.sandbox import (
+from binrelay.testing.sandbox import (
     REPL_PASSWORD,
     REPL_USER,
     MariaDBServer,

@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -36,6 +34,7 @@ from typing import IO, Any
 import pymysql
 
 from binrelay import sqlclient
+from binrelay.testing.procs import LOOPBACK, die_with_parent, find_free_port
 
 __all__ = [
     "BINLOG_BASENAME",
@@ -64,7 +63,7 @@ __all__ = [
     "sysbench_run_background",
 ]
 
-HOST = "127.0.0.1"
+HOST = LOOPBACK
 ROOT_USER = "root"
 REPL_USER = "repl"
 REPL_PASSWORD = "replpass"
@@ -123,31 +122,6 @@ _registry_lock = threading.Lock()
 _live_servers: set[MariaDBServer] = set()
 _live_workloads: set[SysbenchWorkload] = set()
 
-_PR_SET_PDEATHSIG = 1
-try:
-    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover - non-glibc platforms
-    _libc = None
-
-
-def _preexec() -> Callable[[], None] | None:
-    # PDEATHSIG fires when the *thread* that forked exits, so only use it from the
-    # main thread, which lives as long as the process.
-    if _libc is None or threading.current_thread() is not threading.main_thread():
-        return None
-    libc = _libc
-    parent = os.getpid()
-
-    def die_with_parent() -> None:
-        # atexit does not run when pytest is SIGKILLed or leaves via os._exit (as
-        # the pytest-timeout "thread" method does); the kernel signal covers that.
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # parent died before prctl took effect
-            os._exit(1)
-
-    return die_with_parent
-
-
 def _spawn(args: Sequence[str], out: IO[Any] | int) -> subprocess.Popen[bytes]:
     # A new session keeps the terminal's Ctrl-C away from children: pytest turns
     # it into KeyboardInterrupt and then tears the servers down in order.
@@ -157,7 +131,7 @@ def _spawn(args: Sequence[str], out: IO[Any] | int) -> subprocess.Popen[bytes]:
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_preexec(),
+        preexec_fn=die_with_parent(),
     )
 
 
@@ -259,13 +233,6 @@ class ServerStartError(RuntimeError):
 
 class _PortClash(Exception):
     pass
-
-
-def find_free_port() -> int:
-    """A port that was free a moment ago; callers must cope with losing a race."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 _name_counter = itertools.count(1)

@@ -16,25 +16,23 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-LOOPBACK = "127.0.0.1"
+from binrelay.testing.procs import LOOPBACK, die_with_parent, find_free_port
+
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
@@ -53,37 +51,10 @@ def pyspark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
 # --- process hygiene ------------------------------------------------------------------------
 
 _live: set[StandaloneCluster] = set()
 _live_lock = threading.Lock()
-
-try:
-    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover - non-glibc platforms
-    _libc = None
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    # atexit does not run when the parent is SIGKILLed; the kernel's parent-death signal
-    # does.  It fires when the forking *thread* exits, so only from the main thread.
-    if _libc is None or threading.current_thread() is not threading.main_thread():
-        return None
-    libc, parent = _libc, os.getpid()
-
-    def preexec() -> None:
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
-
 
 def _stop_live() -> None:
     with _live_lock:
@@ -177,7 +148,7 @@ class StandaloneCluster:
                 [str(home / "bin" / "spark-class"), *args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env=self._env(home), cwd=self.base_dir, start_new_session=True,
-                preexec_fn=_die_with_parent())
+                preexec_fn=die_with_parent())
         except BaseException:
             log.close()
             raise
@@ -196,14 +167,14 @@ class StandaloneCluster:
         try:
             deadline = time.monotonic() + self.startup_timeout
             self._spawn("master", home, MASTER_CLASS, "--host", LOOPBACK,
-                        "--port", str(_free_port()), "--webui-port", str(_free_port()))
+                        "--port", str(find_free_port()), "--webui-port", str(find_free_port()))
             self._wait_master(deadline)
             for n in range(1, self.workers + 1):
                 work_dir = self.base_dir / f"worker-{n}"
                 work_dir.mkdir(exist_ok=True)
                 self._spawn(f"worker-{n}", home, WORKER_CLASS, self.master_url,
                             "--host", LOOPBACK, "--cores", str(self.cores),
-                            "--memory", self.memory, "--webui-port", str(_free_port()),
+                            "--memory", self.memory, "--webui-port", str(find_free_port()),
                             "--work-dir", str(work_dir))
             self._wait_workers(deadline)
         except BaseException:
