@@ -7,7 +7,7 @@ Two sandbox MariaDB servers on 127.0.0.1, an upstream (``sync_binlog = 1``,
 ``innodb_flush_log_at_trx_commit = 1``, 4 MiB binlog files) and a downstream (binlog off),
 from the same initial datadir.  ``binrelay relay`` reads the upstream and ``binrelay sync``
 (streaming, ``local[2]``, 2 tasks) writes the downstream, each through a TCP proxy on
-loopback (``bench/proxy.py``) whose live connections the injector can reset mid-stream.
+loopback (``binrelay/testing/proxy.py``) whose live connections the injector can reset mid-stream.
 One config file serves both (automatic purge off, so every relay file is still there to be
 compared at the end).
 
@@ -99,12 +99,12 @@ from bench.common import (
     tail,
     update_section,
 )
-from bench.proxy import CutProxy
 from bench.sync_lag import stop_process
 from binrelay.apply.checkpoint import read_checkpoint
 from binrelay.relay.layout import binlog_sort_key, list_binlogs, read_index, read_meta
 from binrelay.relay.txnscan import transaction_ends
 from binrelay.relay.verify import compare_subdir
+from binrelay.testing.proxy import CutProxy
 from binrelay.testing.sandbox import (
     MariaDBServer,
     SysbenchWorkload,

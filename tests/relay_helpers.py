@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -130,81 +128,6 @@ def assert_identical(subdir: Path, server: MariaDBServer, *, files: list[str] | 
     problems = compare_subdir(subdir, server.datadir, names)
     assert not problems, problems
     return names
-
-
-class CuttingProxy:
-    """A TCP proxy on 127.0.0.1 that can cut its connections after N more bytes downstream.
-
-    Cutting in the middle of the byte stream cuts in the middle of an event (or of a
-    packet header), which is what a network failure does.
-    """
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._cut_after: int | None = None
-        self._lock = threading.Lock()
-        self._conns: list[socket.socket] = []
-        self.cuts = 0
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def cut_after(self, n: int) -> None:
-        with self._lock:
-            self._cut_after = n
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._conns += [client, upstream]
-            threading.Thread(target=self._pipe, args=(client, upstream, False),
-                             daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, True),
-                             daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, downstream: bool) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if downstream:
-                    with self._lock:
-                        budget = self._cut_after
-                        if budget is not None and len(data) >= budget:
-                            self._cut_after = None
-                            dst.sendall(data[:budget])
-                            self.cuts += 1
-                            raise ConnectionAbortedError
-                        if budget is not None:
-                            self._cut_after = budget - len(data)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-                with contextlib.suppress(OSError):
-                    s.close()
-
-    def close(self) -> None:
-        self._closed = True
-        self._listener.close()
-        with self._lock:
-            for s in self._conns:
-                with contextlib.suppress(OSError):
-                    s.close()
 
 
 def file_digest(path: Path) -> bytes:

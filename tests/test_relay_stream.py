@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from binrelay.relay.layout import read_index, read_meta
+from binrelay.testing.proxy import CutProxy
 from binrelay.testing.sandbox import sysbench_prepare, sysbench_run_background
 from relay_helpers import (
-    CuttingProxy,
     RelayProcess,
     assert_identical,
     current_subdir,
@@ -80,7 +80,7 @@ def test_kill_9_at_random_moments(mariadb_factory, tmp_path: Path) -> None:
 
 def test_upstream_restart_and_cut_connections(mariadb_factory, tmp_path: Path) -> None:
     server = mariadb_factory(server_id=1, max_binlog_size=ROTATE_EVERY)
-    proxy = CuttingProxy((server.host, server.port))
+    proxy = CutProxy((server.host, server.port))
     relay_dir = tmp_path / "relay"
     config = write_config(tmp_path / "relay.toml", ("127.0.0.1", proxy.port), relay_dir)
     rng = random.Random(7)
@@ -102,7 +102,7 @@ def test_upstream_restart_and_cut_connections(mariadb_factory, tmp_path: Path) -
     finally:
         assert relay.stop() == 0
         proxy.close()
-    assert proxy.cuts >= 4
+    assert len(proxy.cuts) >= 4
     assert_identical(current_subdir(relay_dir), server)
 
 
@@ -112,7 +112,7 @@ def test_each_outage_backs_off_from_the_first_step(mariadb_factory, tmp_path: Pa
     server = mariadb_factory(server_id=1)
     server.execute("CREATE DATABASE d")
     server.execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
-    proxy = CuttingProxy((server.host, server.port))
+    proxy = CutProxy((server.host, server.port))
     relay_dir = tmp_path / "relay"
     config = write_config(tmp_path / "relay.toml", ("127.0.0.1", proxy.port), relay_dir)
     relay = RelayProcess(config, tmp_path / "relay.log")
@@ -123,7 +123,7 @@ def test_each_outage_backs_off_from_the_first_step(mariadb_factory, tmp_path: Pa
             proxy.cut_after(1)
             server.execute(f"INSERT INTO d.t VALUES ({i})")
             deadline = time.monotonic() + 10
-            while proxy.cuts <= i and time.monotonic() < deadline:
+            while len(proxy.cuts) <= i and time.monotonic() < deadline:
                 time.sleep(0.05)
             wait_caught_up(relay_dir, server, process=relay)
     finally:

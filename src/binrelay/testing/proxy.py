@@ -1,9 +1,11 @@
-"""A TCP proxy on 127.0.0.1 whose live connections can be cut mid-stream (the soak's
-network fault).
+"""A TCP proxy on 127.0.0.1 whose live connections can be cut mid-stream (a network
+fault: the soak's, and the relay tests').
 
     proxy = CutProxy(("127.0.0.1", 3306), name="upstream")   # listens on proxy.port
     proxy.cut()      # at the next bytes that pass: half of them forwarded, then both
                      # sockets of every live connection reset (RST, not FIN)
+    proxy.cut_after(n)   # the connection carrying the n-th next byte from the target is
+                         # reset right after it: inside an event, or a packet header
     proxy.close()
 
 One asyncio loop in a daemon thread serves every connection.  A cut waits up to
@@ -69,6 +71,8 @@ class CutProxy:
         self.cuts: list[CutResult] = []
         self._pairs: set[_Pair] = set()
         self._pending: asyncio.Future[CutResult] | None = None
+        self._budget: int | None = None  #: bytes from the target until a cut_after cut
+        self._budget_lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         ready = threading.Event()
         self._server: asyncio.Server | None = None
@@ -106,18 +110,29 @@ class CutProxy:
         self._pairs.add(pair)
         try:
             await asyncio.gather(self._pump(pair, c_reader, t_writer),
-                                 self._pump(pair, t_reader, c_writer))
+                                 self._pump(pair, t_reader, c_writer, from_target=True))
         finally:
             self._pairs.discard(pair)
             pair.close()
 
     async def _pump(self, pair: _Pair, reader: asyncio.StreamReader,
-                    writer: asyncio.StreamWriter) -> None:
+                    writer: asyncio.StreamWriter, *, from_target: bool = False) -> None:
         try:
             while not pair.closed:
                 data = await reader.read(CHUNK)
                 if not data:
                     break
+                if from_target and self._budget is not None:
+                    with self._budget_lock:
+                        budget, self._budget = self._budget, None
+                        if budget is not None and len(data) < budget:
+                            self._budget = budget - len(data)
+                    if budget is not None and len(data) >= budget:
+                        writer.write(data[:budget])
+                        await writer.drain()
+                        pair.reset()
+                        self.cuts.append(CutResult(1, mid_stream=True))
+                        return
                 if self._pending is not None and not self._pending.done():
                     # Cut inside what is passing: half of it reaches the other side.
                     writer.write(data[: max(1, len(data) // 2)])
@@ -164,6 +179,12 @@ class CutProxy:
             timeout=within + 10)
         self.cuts.append(result)
         return result
+
+    def cut_after(self, n: int) -> None:
+        """Reset the connection that carries the ``n``-th next byte from the target, right
+        after forwarding it (``n`` ≥ 1)."""
+        with self._budget_lock:
+            self._budget = n
 
     def close(self) -> None:
         async def shutdown() -> None:
