@@ -419,7 +419,6 @@ def test_bad_binlog_name(name):
     "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-",
     "3e11fa47-71ca-11e1-9e33:1-5",                     # short uuid
     "zz11fa47-71ca-11e1-9e33-c80aa9429562:1-5",
-    f"{MYSQL_GTID},",
     "0-1",
     "0-1-x",
     "0-1-100,",
@@ -428,6 +427,13 @@ def test_bad_binlog_name(name):
 def test_bad_gtid_syntax(gtid):
     err = error_of(with_dir(**{"relay-binlog-gtid": gtid}))
     assert err.message.startswith("config x.toml: relay-binlog-gtid: expected a MySQL GTID set")
+
+
+def test_gtid_syntax_is_the_relays_own() -> None:
+    """The file is checked with binrelay.gtid's grammar, which is MySQL's: an empty element
+    (a trailing comma) is skipped, as MySQL skips it."""
+    config = parse_config(with_dir(**{"relay-binlog-gtid": f"{MYSQL_GTID},"}), "x.toml")
+    assert config.relay_binlog_gtid == f"{MYSQL_GTID},"
 
 
 @pytest.mark.parametrize("flavor,gtid", [("mysql", "0-1-100"), ("mariadb", MYSQL_GTID)])

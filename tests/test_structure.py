@@ -17,9 +17,9 @@ ROOT = Path(binrelay.__file__).resolve().parent
 #: Lower layers first; a module imports only from layers below its own (or its package).
 LAYERS: list[set[str]] = [
     {"__init__", "_speedups", "errors", "failpoints", "logfmt", "sqlclient"},
-    {"gtid", "config"},
-    {"binlog", "metrics"},
-    {"rows", "upstream"},
+    {"gtid"},
+    {"config", "binlog"},
+    {"metrics", "rows", "upstream"},
     {"relay", "apply"},
     {"spark", "status"},
     {"testing"},
