@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from binrelay import failpoints
-from binrelay.apply.applier import apply_ddl
+from binrelay.apply.ddl import apply_ddl
 from binrelay.apply.ddl_journal import RUN, SKIP, CatalogPrint, DdlJournal, catalog_print, decide
 from binrelay.errors import DdlOutcomeUnknownError, DownstreamError
 from fidelity import SimulatedCrash, assert_converged, make_env

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from binrelay import sqlclient
-from binrelay.apply.applier import Downstream
+from binrelay.apply.downstream import Downstream
 from binrelay.testing.sandbox import ServerFactory
 from binrelay.upstream.client import Endpoint, UpstreamSession
 

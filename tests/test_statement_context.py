@@ -508,7 +508,7 @@ def test_context_errors_and_character_set_collations() -> None:
 
 
 def test_reset_statements_and_literals() -> None:
-    from binrelay.apply.applier import REPLICA_SQL_MODE
+    from binrelay.apply.sql import REPLICA_SQL_MODE
 
     names, sets = reset_statements()
     assert names == "SET NAMES utf8mb4"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from binrelay.apply.applier import Downstream
+from binrelay.apply.downstream import Downstream
 from binrelay.apply.statement_sql import context_statements, reset_statements
 from binrelay.binlog import constants as c
 from binrelay.binlog import statement as s

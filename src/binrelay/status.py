@@ -235,8 +235,8 @@ def read_checkpoint_view(config: Config, *, timeout: float = 3.0) -> Checkpoint:
     # Imported here: the apply side pulls in more than `status` needs when it has no [to].
     import pymysql
 
-    from binrelay.apply.applier import Downstream
     from binrelay.apply.checkpoint import CheckpointStore, read_checkpoint
+    from binrelay.apply.downstream import Downstream
     from binrelay.apply.sql import quote_table
 
     store = CheckpointStore(schema=config.sync.checkpoint_schema)

@@ -5,21 +5,16 @@ out. Spark-independent: Spark tasks call these functions (see ``docs/apply.md``)
 - :mod:`~binrelay.apply.plan` (pure): ``plan_batch``, ``partition_of`` and the pieces;
 - :mod:`~binrelay.apply.sql` (pure): quoting and the statements sent;
 - :mod:`~binrelay.apply.checkpoint`: the checkpoint table and the batch protocol;
-- :mod:`~binrelay.apply.applier`: ``Downstream``, ``apply_plan_part``, ``apply_ddl``,
-  ``apply_transaction``;
+- :mod:`~binrelay.apply.downstream`: ``Downstream``, pooled connections, the error map;
+- :mod:`~binrelay.apply.applier`: ``apply_plan_part``, ``apply_transaction``, statements
+  run within packet limits;
+- :mod:`~binrelay.apply.ddl`: ``apply_ddl``;
 - :mod:`~binrelay.apply.ddl_journal`: whether a DDL ran before a crash (journal + catalog).
 
 May import: binlog, rows, errors, failpoints, sqlclient.
 """
 
-from binrelay.apply.applier import (
-    REPLICA_SQL_MODE,
-    DdlResult,
-    Downstream,
-    apply_ddl,
-    apply_plan_part,
-    apply_transaction,
-)
+from binrelay.apply.applier import apply_plan_part, apply_transaction
 from binrelay.apply.changes import ABSENT, DELETE, INSERT, UPDATE, Change, TableRef
 from binrelay.apply.checkpoint import (
     Checkpoint,
@@ -33,7 +28,10 @@ from binrelay.apply.checkpoint import (
     mark_in_flight,
     read_checkpoint,
 )
+from binrelay.apply.ddl import DdlResult, apply_ddl
+from binrelay.apply.downstream import Downstream
 from binrelay.apply.plan import BatchPlan, PlanPart, partition_of, plan_batch
+from binrelay.apply.sql import REPLICA_SQL_MODE
 
 __all__ = [
     "ABSENT",

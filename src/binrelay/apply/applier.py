@@ -1,223 +1,46 @@
-"""Writing to the downstream: sessions, plan parts, DDL, strict-mode transactions.
+"""Writing rows to the downstream: statements run with their packet limits, plan parts of
+the keyed path, tables applied in order, and strict-mode transactions.
 
-Spark tasks call these with a connection from :meth:`Downstream.connect` (a ``Downstream``
-is a picklable description: ship it, connect on the executor).
-
-Errors are ours (``binrelay.errors.DownstreamError`` and subclasses), one line, naming the
-table and the relay position of the row when there is one. The password is never part of a
-message or a repr.
+Spark tasks call these with a connection from
+:func:`~binrelay.apply.downstream.pooled_connection`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import pymysql
-from pymysql.constants import CLIENT
 
-from binrelay import failpoints, sqlclient
 from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.checkpoint import CheckpointUpdate, TaskLedger, advance_in_transaction
-from binrelay.apply.ddl_journal import SKIP, DdlJournal, catalog_print, decide
+from binrelay.apply.downstream import (
+    PACKET_TOO_LARGE,
+    RETRY_ERRORS,
+    ROW_ERRORS,
+    errno_of,
+    map_error,
+    rollback_quietly,
+)
 from binrelay.apply.plan import FK_LINKED, Delete, KeyedOp, PlanPart, Upsert
 from binrelay.apply.sql import (
     MAX_STATEMENT_BYTES,
     MAX_STATEMENT_ROWS,
-    REPLICA_SQL_MODE,
     Statement,
-    ddl_kind,
     delete_keys,
-    quote_ident,
-    rename_targets,
     replace_rows,
-    snippet,
     value_size,
 )
-from binrelay.apply.statement_sql import reset_statements
 from binrelay.apply.versioning import HistoryReplay
 from binrelay.errors import (
     ApplyError,
-    DownstreamAuthError,
-    DownstreamConnectionError,
-    DownstreamDdlError,
-    DownstreamError,
     DownstreamRowError,
-    DownstreamSchemaError,
 )
 
 log = logging.getLogger(__name__)
-
-__all__ = [
-    "REPLICA_SQL_MODE",
-    "DdlResult",
-    "Downstream",
-    "apply_ddl",
-    "apply_plan_part",
-    "apply_transaction",
-    "part_statements",
-]
-
-#: The largest packet the protocol allows; the server's own max_allowed_packet is the
-#: limit that counts (PyMySQL's default of 16 MiB would refuse bigger rows client-side).
-_CLIENT_MAX_PACKET = 1 << 30
-
-_CONNECTION_ERRORS = frozenset({0, 1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055})
-_AUTH_ERRORS = frozenset({1044, 1045, 1142, 1143, 1227, 1370, 1698})
-_ROW_ERRORS = frozenset({1048, 1062, 1153, 1263, 1264, 1265, 1292, 1364, 1366, 1406, 1451,
-                         1452, 1586, 1690, 3819, 4025})
-_PACKET_TOO_LARGE = 1153
-_SCHEMA_ERRORS = frozenset({1049, 1054, 1109, 1146})
-_RETRY_ERRORS = frozenset({1205, 1213})
-
-
-@dataclass(frozen=True)
-class Downstream:
-    """Where to apply: connection parameters only (picklable; the password is not shown)."""
-
-    host: str
-    port: int = 3306
-    user: str = "root"
-    password: str = field(default="", repr=False)
-    connect_timeout: float = 10.0
-    #: Seconds a statement may take before the connection is deemed lost (None: no limit).
-    read_timeout: float | None = None
-
-    def connect(self) -> Any:
-        """A PyMySQL connection set up as a replica's applier session.
-
-        ``autocommit=0``; ``foreign_key_checks=0`` (the upstream checked them, and survivors
-        run in any order); ``unique_checks`` left on (REPLACE needs them); ``time_zone =
-        '+00:00'`` (TIMESTAMP values arrive as UTC text); sql_mode :data:`REPLICA_SQL_MODE`;
-        on MariaDB ``system_versioning_alter_history = KEEP`` (a replica's SQL thread
-        alters system-versioned tables whatever the variable says).  Matched rather than
-        changed rows are counted, so an UPDATE that finds its row reports it even when
-        nothing changes.
-        """
-        try:
-            conn = sqlclient.connect(
-                host=self.host, port=self.port, user=self.user, password=self.password,
-                charset="utf8mb4", autocommit=False, connect_timeout=self.connect_timeout,
-                read_timeout=self.read_timeout, write_timeout=self.read_timeout,
-                client_flag=CLIENT.FOUND_ROWS, max_allowed_packet=_CLIENT_MAX_PACKET,
-            )
-        except pymysql.MySQLError as exc:
-            raise map_error(exc, f"connecting to {self.user}@{self.host}:{self.port}") from None
-        try:
-            with conn.cursor() as cur:
-                cur.execute(
-                    "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s"
-                    + (", system_versioning_alter_history = 'KEEP'"
-                       if _has_versioning(conn.server_version) else ""),
-                    (REPLICA_SQL_MODE,))
-            conn.commit()
-        except pymysql.MySQLError as exc:
-            conn.close()
-            raise map_error(exc, "setting up the apply session") from None
-        return conn
-
-    def __str__(self) -> str:
-        return f"{self.user}@{self.host}:{self.port}"
-
-
-def _has_versioning(server_version: str) -> bool:
-    """MariaDB 10.3.4+ has system-versioned tables (and their session variables)."""
-    # The handshake says "5.5.5-10.11.19-MariaDB-…" (the prefix kept old clients working).
-    digits = re.search(r"(\d+)\.(\d+)\.(\d+)-MariaDB", server_version, re.IGNORECASE)
-    return digits is not None and tuple(map(int, digits.groups())) >= (10, 3, 4)
-
-
-#: Idle apply connections of this process, one per downstream.  Spark reuses its Python
-#: workers, so a task of the next batch finds the connection of the last: a new one costs
-#: a TCP and (PyMySQL's default) TLS handshake and loading the system's CA certificates,
-#: tens of milliseconds of CPU per batch when following a live upstream.
-_IDLE: dict[Downstream, Any] = {}
-
-
-@contextlib.contextmanager
-def pooled_connection(downstream: Downstream) -> Iterator[Any]:
-    """A connection from :meth:`Downstream.connect`, kept for the next caller of this
-    process when the block ends normally (no transaction is left open by the appliers),
-    closed when it raises."""
-    conn = _IDLE.pop(downstream, None)
-    if conn is not None:
-        try:
-            conn.ping(reconnect=False)
-        except pymysql.MySQLError:
-            with contextlib.suppress(Exception):
-                conn.close()
-            conn = None
-    if conn is None:
-        conn = downstream.connect()
-    try:
-        yield conn
-    except BaseException:
-        with contextlib.suppress(Exception):
-            conn.close()
-        raise
-    old = _IDLE.pop(downstream, None)
-    if old is not None:
-        with contextlib.suppress(Exception):
-            old.close()
-    _IDLE[downstream] = conn
-
-
-# ---- errors -----------------------------------------------------------------------------
-
-
-def _errno(exc: BaseException) -> int:
-    args = getattr(exc, "args", ())
-    return args[0] if args and isinstance(args[0], int) else 0
-
-
-def _server_message(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
-    text = str(args[1]) if len(args) > 1 else str(exc)
-    return " ".join(text.split()) or type(exc).__name__
-
-
-def map_error(
-    exc: BaseException, action: str, *, table: TableRef | None = None,
-    position: tuple[int, ...] | None = None,
-) -> DownstreamError:
-    code = _errno(exc)
-    cls: type[DownstreamError] = DownstreamError
-    if code in _CONNECTION_ERRORS or isinstance(exc, pymysql.err.InterfaceError):
-        cls = DownstreamConnectionError
-    elif code in _AUTH_ERRORS:
-        cls = DownstreamAuthError
-    elif code in _ROW_ERRORS:
-        cls = DownstreamRowError
-    elif code in _SCHEMA_ERRORS:
-        cls = DownstreamSchemaError
-    elif code in _RETRY_ERRORS:
-        cls = DownstreamConnectionError
-    message = f"downstream error while {action}: {_server_message(exc)} (error {code})"
-    return cls(message, table=None if table is None else str(table), position=position,
-               errno=code)
-
-
-def downstream_lost(exc: BaseException) -> DownstreamConnectionError | None:
-    """``exc`` as a lost or refused downstream connection (worth waiting for and running
-    the batch again), or None when it is anything else (schema, constraint, bug)."""
-    if isinstance(exc, DownstreamConnectionError):
-        return exc
-    if isinstance(exc, pymysql.MySQLError):
-        mapped = map_error(exc, "talking to the downstream")
-        if isinstance(mapped, DownstreamConnectionError):
-            return mapped
-    return None
-
-
-def _rollback_quietly(conn: Any) -> None:
-    # If the connection is gone, the server rolls back on its own.
-    with contextlib.suppress(pymysql.MySQLError):
-        conn.rollback()
 
 
 # ---- running statements -----------------------------------------------------------------
@@ -264,12 +87,12 @@ def run_statement(cur: Any, st: Statement, singles: Callable[[], Iterable[Statem
     try:
         matched = _execute(cur, st)
     except pymysql.MySQLError as exc:
-        code = _errno(exc)
-        if code in _RETRY_ERRORS:
+        code = errno_of(exc)
+        if code in RETRY_ERRORS:
             raise
-        if code == _PACKET_TOO_LARGE and max_packet is not None:
+        if code == PACKET_TOO_LARGE and max_packet is not None:
             raise _packet_error(st, len(st.sql), max_packet) from None
-        if code in _ROW_ERRORS and singles is not None and len(st.positions) > 1:
+        if code in ROW_ERRORS and singles is not None and len(st.positions) > 1:
             for single in singles():
                 run_statement(cur, single, None, action, max_packet)
             action += f" (one of {len(st.positions)} rows from this position on)"
@@ -300,11 +123,11 @@ def _transaction(conn: Any, body: Callable[[Any], T | None], *, action: str,
                 conn.commit()
             return result
         except ApplyError:
-            _rollback_quietly(conn)
+            rollback_quietly(conn)
             raise
         except pymysql.MySQLError as exc:
-            _rollback_quietly(conn)
-            if _errno(exc) in _RETRY_ERRORS and attempt < retries:
+            rollback_quietly(conn)
+            if errno_of(exc) in RETRY_ERRORS and attempt < retries:
                 attempt += 1
                 time.sleep(min(0.05 * 2 ** attempt, 2.0))
                 continue
@@ -441,7 +264,7 @@ def _claim(cur: Any, ledger: TaskLedger, task_id: str) -> bool:
     try:
         cur.execute(ledger.claim_sql(), (ledger.pipeline, ledger.batch_id, task_id))
     except pymysql.err.IntegrityError as exc:
-        if _errno(exc) == 1062:
+        if errno_of(exc) == 1062:
             return False
         raise
     return True
@@ -474,137 +297,5 @@ def apply_transaction(
     done = _transaction(conn, body, action=f"applying the transaction ending at "
                         f"{checkpoint_update.after}", retries=retries)
     return done is not None
-
-
-# ---- DDL --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DdlResult:
-    """``applied`` False: the server said the DDL had already happened (``errno``)."""
-
-    applied: bool
-    errno: int | None = None
-    message: str = ""
-
-
-def apply_ddl(
-    conn: Any, schema: str | None, statement: str, *, replay: bool = True,
-    position: tuple[int, ...] | None = None, setup: Sequence[str] = (),
-    raw: bytes | None = None, journal: DdlJournal | None = None,
-) -> DdlResult:
-    """Run an upstream DDL statement as is, with ``schema`` as the default database.
-
-    ``setup``: SET statements giving the upstream session's context (sql_mode, time zone,
-    character sets, timestamp: ``apply.statement_sql``), run first and undone after;
-    ``raw``: the statement's exact bytes in that context's client character set.
-
-    With ``replay`` (the DDL may have run before a crash, which a DDL's implicit commit
-    allows), an error that says it already happened counts as done: per statement kind,
-    "exists" for CREATE, "unknown"/"doesn't exist"/"can't drop" for DROP, duplicate or
-    unknown column/key for ALTER, and a missing source table for RENAME only if every
-    renamed-to table exists. Any other error is a DownstreamDdlError.
-
-    ``journal`` (with ``position``): the DDL is journaled before it runs, and a DDL the
-    journal shows ran before a crash is not run again (``apply.ddl_journal``).
-    """
-    _rollback_quietly(conn)  # nothing of a batch may ride on the DDL's implicit commit
-    if journal is not None and position is not None:
-        if _ran_before(conn, journal, schema, statement, position):
-            return DdlResult(False, None, "it ran before the crash (DDL journal)")
-        key = ".".join(map(str, position))
-        failpoints.hit("ddl-journaled", key)
-        try:
-            done = _run_ddl(conn, schema, statement, replay=replay, position=position,
-                            setup=setup, raw=raw)
-        except DownstreamError:
-            # The server refused the DDL and undid it: a later run decides afresh.  On a
-            # lost connection this fails too, the row stays, and the catalog decides then.
-            with contextlib.suppress(pymysql.MySQLError), conn.cursor() as cur:
-                journal.forget(cur, position)
-                conn.commit()
-            raise
-        failpoints.hit("ddl-applied", key)
-        return done
-    return _run_ddl(conn, schema, statement, replay=replay, position=position, setup=setup,
-                    raw=raw)
-
-
-def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: str,
-                position: tuple[int, ...]) -> bool:
-    """True when the journal and the catalog show the DDL ran before a crash; otherwise
-    journal it (committed) and return False."""
-    try:
-        with conn.cursor() as cur:
-            now = catalog_print(cur, statement, schema)
-            recorded, verdict = journal.recorded(cur, position)
-            if decide(statement, recorded, verdict, now, position=position,
-                      journal=journal) == SKIP:
-                conn.commit()
-                log.info("DDL ran before the crash: not run again", extra={
-                    "position": ".".join(map(str, position)), "statement": snippet(statement)})
-                return True
-            journal.begin(cur, position, now.digest, statement)
-        conn.commit()
-    except pymysql.MySQLError as exc:
-        _rollback_quietly(conn)
-        raise map_error(exc, f"journaling DDL {snippet(statement)!r}",
-                        position=position) from None
-    return False
-
-
-def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
-             position: tuple[int, ...] | None, setup: Sequence[str],
-             raw: bytes | None) -> DdlResult:
-    kind = ddl_kind(statement)
-    with conn.cursor() as cur:
-        if schema:
-            try:
-                cur.execute("USE " + quote_ident(schema))
-            except pymysql.MySQLError as exc:
-                # A database-level DDL may run where its database is gone (or not yet made).
-                if _errno(exc) != 1049 or kind.name not in ("create database",
-                                                           "drop database"):
-                    raise _ddl_error(exc, schema, statement, position) from None
-        try:
-            for sql in setup:
-                if not sql.upper().startswith("USE "):  # done above, tolerantly
-                    cur.execute(sql)
-            cur.execute(statement if raw is None else raw)
-        except pymysql.MySQLError as exc:
-            code = _errno(exc)
-            if replay and code in kind.done_errors and (
-                    code != 1146 or _renamed_already(cur, statement, schema)):
-                return DdlResult(False, code, _server_message(exc))
-            raise _ddl_error(exc, schema, statement, position) from None
-        finally:
-            if setup:
-                with contextlib.suppress(pymysql.MySQLError):
-                    for sql in reset_statements():
-                        cur.execute(sql)
-    conn.commit()
-    return DdlResult(True)
-
-
-def _renamed_already(cur: Any, statement: str, schema: str | None) -> bool:
-    targets = rename_targets(statement, schema)
-    if not targets:
-        return False
-    for target in targets:
-        cur.execute("SELECT 1 FROM information_schema.TABLES"
-                    " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                    (target.schema, target.table))
-        if cur.fetchone() is None:
-            return False
-    return True
-
-
-def _ddl_error(exc: BaseException, schema: str | None, statement: str,
-               position: tuple[int, ...] | None) -> DownstreamError:
-    mapped = map_error(exc, f"running DDL {snippet(statement)!r} in schema {schema!r}",
-                        position=position)
-    if type(mapped) in (DownstreamError, DownstreamSchemaError, DownstreamRowError):
-        return DownstreamDdlError(mapped.reason, position=position, errno=mapped.errno)
-    return mapped
 
 

@@ -19,16 +19,12 @@ from typing import Any
 
 import pymysql
 
-from binrelay.apply.applier import (
-    apply_ddl,
-    map_error,
-    ordered_statements,
-    run_statement,
-    snippet,
-)
+from binrelay.apply.applier import ordered_statements, run_statement
 from binrelay.apply.changes import Change, TableRef
+from binrelay.apply.ddl import apply_ddl
 from binrelay.apply.ddl_journal import DdlJournal
-from binrelay.apply.sql import quote_table, trigger_ddl
+from binrelay.apply.downstream import map_error
+from binrelay.apply.sql import quote_table, snippet, trigger_ddl
 from binrelay.apply.statement_sql import reset_statements
 from binrelay.errors import UnfaithfulApplyError
 

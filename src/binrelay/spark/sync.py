@@ -29,12 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from binrelay.apply.applier import (
-    Downstream,
-    apply_plan_part,
-    downstream_lost,
-    pooled_connection,
-)
+from binrelay.apply.applier import apply_plan_part
 from binrelay.apply.catalog import TableRules, read_rules
 from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
@@ -51,6 +46,7 @@ from binrelay.apply.checkpoint import (
     read_checkpoint,
 )
 from binrelay.apply.ddl_journal import DdlJournal
+from binrelay.apply.downstream import Downstream, downstream_lost, pooled_connection
 from binrelay.apply.plan import PlanPart, group_ordered, ordered_task_id, plan_batch
 from binrelay.apply.replay import Action, SessionStatement, SkippedTriggers, replay_actions
 from binrelay.config import Config

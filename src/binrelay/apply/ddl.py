@@ -1,0 +1,164 @@
+"""DDL on the downstream: run once, even across a crash between the DDL and its checkpoint
+(the journal and the catalog decide, :mod:`~binrelay.apply.ddl_journal`), with the error
+codes a replayed DDL may meet tolerated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from binrelay import failpoints
+from binrelay.apply.ddl_journal import SKIP, DdlJournal, catalog_print, decide
+from binrelay.apply.downstream import errno_of, map_error, rollback_quietly, server_message
+from binrelay.apply.sql import (
+    ddl_kind,
+    quote_ident,
+    rename_targets,
+    snippet,
+)
+from binrelay.apply.statement_sql import reset_statements
+from binrelay.errors import (
+    DownstreamDdlError,
+    DownstreamError,
+    DownstreamRowError,
+    DownstreamSchemaError,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DdlResult:
+    """``applied`` False: the server said the DDL had already happened (``errno``)."""
+
+    applied: bool
+    errno: int | None = None
+    message: str = ""
+
+
+def apply_ddl(
+    conn: Any, schema: str | None, statement: str, *, replay: bool = True,
+    position: tuple[int, ...] | None = None, setup: Sequence[str] = (),
+    raw: bytes | None = None, journal: DdlJournal | None = None,
+) -> DdlResult:
+    """Run an upstream DDL statement as is, with ``schema`` as the default database.
+
+    ``setup``: SET statements giving the upstream session's context (sql_mode, time zone,
+    character sets, timestamp: ``apply.statement_sql``), run first and undone after;
+    ``raw``: the statement's exact bytes in that context's client character set.
+
+    With ``replay`` (the DDL may have run before a crash, which a DDL's implicit commit
+    allows), an error that says it already happened counts as done: per statement kind,
+    "exists" for CREATE, "unknown"/"doesn't exist"/"can't drop" for DROP, duplicate or
+    unknown column/key for ALTER, and a missing source table for RENAME only if every
+    renamed-to table exists. Any other error is a DownstreamDdlError.
+
+    ``journal`` (with ``position``): the DDL is journaled before it runs, and a DDL the
+    journal shows ran before a crash is not run again (``apply.ddl_journal``).
+    """
+    rollback_quietly(conn)  # nothing of a batch may ride on the DDL's implicit commit
+    if journal is not None and position is not None:
+        if _ran_before(conn, journal, schema, statement, position):
+            return DdlResult(False, None, "it ran before the crash (DDL journal)")
+        key = ".".join(map(str, position))
+        failpoints.hit("ddl-journaled", key)
+        try:
+            done = _run_ddl(conn, schema, statement, replay=replay, position=position,
+                            setup=setup, raw=raw)
+        except DownstreamError:
+            # The server refused the DDL and undid it: a later run decides afresh.  On a
+            # lost connection this fails too, the row stays, and the catalog decides then.
+            with contextlib.suppress(pymysql.MySQLError), conn.cursor() as cur:
+                journal.forget(cur, position)
+                conn.commit()
+            raise
+        failpoints.hit("ddl-applied", key)
+        return done
+    return _run_ddl(conn, schema, statement, replay=replay, position=position, setup=setup,
+                    raw=raw)
+
+
+def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: str,
+                position: tuple[int, ...]) -> bool:
+    """True when the journal and the catalog show the DDL ran before a crash; otherwise
+    journal it (committed) and return False."""
+    try:
+        with conn.cursor() as cur:
+            now = catalog_print(cur, statement, schema)
+            recorded, verdict = journal.recorded(cur, position)
+            if decide(statement, recorded, verdict, now, position=position,
+                      journal=journal) == SKIP:
+                conn.commit()
+                log.info("DDL ran before the crash: not run again", extra={
+                    "position": ".".join(map(str, position)), "statement": snippet(statement)})
+                return True
+            journal.begin(cur, position, now.digest, statement)
+        conn.commit()
+    except pymysql.MySQLError as exc:
+        rollback_quietly(conn)
+        raise map_error(exc, f"journaling DDL {snippet(statement)!r}",
+                        position=position) from None
+    return False
+
+
+def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
+             position: tuple[int, ...] | None, setup: Sequence[str],
+             raw: bytes | None) -> DdlResult:
+    kind = ddl_kind(statement)
+    with conn.cursor() as cur:
+        if schema:
+            try:
+                cur.execute("USE " + quote_ident(schema))
+            except pymysql.MySQLError as exc:
+                # A database-level DDL may run where its database is gone (or not yet made).
+                if errno_of(exc) != 1049 or kind.name not in ("create database",
+                                                           "drop database"):
+                    raise _ddl_error(exc, schema, statement, position) from None
+        try:
+            for sql in setup:
+                if not sql.upper().startswith("USE "):  # done above, tolerantly
+                    cur.execute(sql)
+            cur.execute(statement if raw is None else raw)
+        except pymysql.MySQLError as exc:
+            code = errno_of(exc)
+            if replay and code in kind.done_errors and (
+                    code != 1146 or _renamed_already(cur, statement, schema)):
+                return DdlResult(False, code, server_message(exc))
+            raise _ddl_error(exc, schema, statement, position) from None
+        finally:
+            if setup:
+                with contextlib.suppress(pymysql.MySQLError):
+                    for sql in reset_statements():
+                        cur.execute(sql)
+    conn.commit()
+    return DdlResult(True)
+
+
+def _renamed_already(cur: Any, statement: str, schema: str | None) -> bool:
+    targets = rename_targets(statement, schema)
+    if not targets:
+        return False
+    for target in targets:
+        cur.execute("SELECT 1 FROM information_schema.TABLES"
+                    " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                    (target.schema, target.table))
+        if cur.fetchone() is None:
+            return False
+    return True
+
+
+def _ddl_error(exc: BaseException, schema: str | None, statement: str,
+               position: tuple[int, ...] | None) -> DownstreamError:
+    mapped = map_error(exc, f"running DDL {snippet(statement)!r} in schema {schema!r}",
+                        position=position)
+    if type(mapped) in (DownstreamError, DownstreamSchemaError, DownstreamRowError):
+        return DownstreamDdlError(mapped.reason, position=position, errno=mapped.errno)
+    return mapped
+
+
