@@ -22,14 +22,12 @@ talks to the upstream: ``recover`` works while it is down.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from binrelay.apply.applier import apply_plan_part
 from binrelay.apply.catalog import TableRules, read_rules
 from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
@@ -37,7 +35,6 @@ from binrelay.apply.checkpoint import (
     CheckpointStore,
     CheckpointUpdate,
     Position,
-    TaskLedger,
     advance_in_transaction,
     create_checkpoint_table,
     finish_batch,
@@ -47,7 +44,6 @@ from binrelay.apply.checkpoint import (
 )
 from binrelay.apply.ddl_journal import DdlJournal
 from binrelay.apply.downstream import Downstream, downstream_lost, pooled_connection
-from binrelay.apply.plan import PlanPart, group_ordered, ordered_task_id, plan_batch
 from binrelay.apply.replay import Action, SessionStatement, SkippedTriggers, replay_actions
 from binrelay.config import Config
 from binrelay.errors import DownstreamConnectionError, UnfaithfulApplyError
@@ -57,13 +53,8 @@ from binrelay.relay.layout import SubdirName
 from binrelay.relay.position import RelayPosition
 from binrelay.relay.watch import ChangeWaiter
 from binrelay.spark.compact import (
-    Record,
-    compact_segment,
-    merge,
-    ordered_tables,
     raw_records,
     record_table,
-    simple,
 )
 from binrelay.spark.decode import xa_committed
 from binrelay.spark.failures import spark_failures, task_errors
@@ -77,6 +68,15 @@ from binrelay.spark.planning import (
     position_of_gtid_set,
 )
 from binrelay.spark.serial import segment_actions
+from binrelay.spark.tasks import (
+    TaskContext,
+    apply_alone,
+    apply_if_simple,
+    apply_task,
+    compacted,
+    identity,
+)
+from binrelay.spark.workers import warm_up
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,113 +92,6 @@ def _where(pos: RelayPosition) -> str:
 
 def _relay_position(pos: Position) -> RelayPosition:
     return RelayPosition(SubdirName.parse(pos.subdir), pos.binlog_name, pos.binlog_pos)
-
-
-# --- what runs in Spark tasks (picklable, no driver state) ---------------------------------
-
-_heap_frozen = False
-
-
-def _freeze_heap() -> None:
-    """Once per Python worker: move what is alive (modules, pyspark's and ours) out of the
-    collector's reach.
-
-    PySpark's daemon runs a full ``gc.collect()`` after every task of a reused worker, and
-    with pyspark, PyMySQL and our decoder loaded that walk costs ~20 ms of CPU (measured),
-    most of a small streaming batch's worker time.  Frozen objects are still freed by
-    reference counting; only cycles among them would stay, and they are the modules.
-    What tasks create later is collected as before.
-    """
-    global _heap_frozen
-    if not _heap_frozen:
-        gc.collect()
-        gc.freeze()
-        _heap_frozen = True
-
-
-
-@dataclass(frozen=True)
-class TaskContext:
-    downstream: Downstream
-    pipeline: str
-    batch_id: int
-    store: CheckpointStore
-    tasks: int
-    #: Tables replayed in relay order in this batch (each whole in one task).
-    ordered: frozenset[TableRef] = frozenset()
-    #: What the downstream catalog says about writing each table.
-    rules: TableRules = field(default_factory=TableRules)
-
-
-@task_errors
-def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
-               ) -> Iterator[dict[str, int]]:
-    """One apply task: the net effect of its keys (and its ordered tables, whole), each part
-    in one downstream transaction."""
-    _freeze_heap()
-    keyed, raw, ops = merge(records)
-    parts = []
-    if keyed:
-        parts.append(PlanPart(f"keyed-{index}-of-{ctx.tasks}", tuple(keyed)))
-    if raw:
-        # Raw changes are those of tables replayed in order, whatever the reason.
-        plan = plan_batch(raw, ordered_tables=ctx.ordered | {ch.table for ch in raw})
-        # A table (or foreign key group) replayed in order is whole in one task, so its id
-        # needs no task index: the ledger then knows it across a restart with another
-        # task count.
-        parts += [PlanPart(ordered_task_id(t.table), ordered=t)
-                  for t in group_ordered(plan.ordered, ctx.rules.group_of)]
-    if parts:
-        ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
-        with pooled_connection(ctx.downstream) as conn:
-            for part in parts:
-                apply_plan_part(conn, part, ledger=ledger,
-                                max_packet=ctx.rules.max_allowed_packet)
-    yield ops
-
-
-@task_errors
-def apply_if_simple(ctx: TaskContext, index: int, records: Iterator[Record]
-                    ) -> Iterator[tuple[str, Any, Any]]:
-    """The first job's task: apply at once when the batch is simple (``compact.simple``),
-    else only report this task's ordered tables and compacted tables, applying nothing."""
-    _freeze_heap()
-    local = list(records)
-    if simple(local):
-        for ops in apply_task(ctx, index, iter(local)):
-            yield "applied", ops, None
-        return
-    for reasons, keyed in ordered_tables(local):
-        yield "ordered", reasons, keyed
-
-
-@task_errors
-def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
-                ) -> Iterator[dict[str, int]]:
-    """A small batch in one Spark task: compact, decide the ordered tables and apply, with
-    no shuffle and one job instead of two (what keeps streaming lag low)."""
-    _freeze_heap()
-    segments = list(segments)
-    rules = ctx.rules
-    records = [rec for seg in segments
-               for _t, rec in compact_segment(relay_dir, seg, 1, rules)]
-    [(ordered, keyed)] = list(ordered_tables(records))
-    redo = {t: r for t, r in ordered.items() if t in keyed}
-    if redo:
-        records = [rec for rec in records if record_table(rec) not in redo]
-        records += [rec for seg in segments
-                    for _t, rec in raw_records(relay_dir, seg, 1, redo, rules)]
-    yield from apply_task(TaskContext(ctx.downstream, ctx.pipeline, ctx.batch_id, ctx.store, 1,
-                                      frozenset(ordered), rules), 0, iter(records))
-
-
-@task_errors
-def compacted(relay_dir: str, segments: Iterator[Any], tasks: int, rules: TableRules
-              ) -> Iterator[tuple[int, Record]]:
-    """A read task: its partitions compacted (``compact_segment``), keyed by apply task."""
-    _freeze_heap()
-    for segment in segments:
-        yield from compact_segment(relay_dir, segment, tasks, rules)
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -290,7 +183,7 @@ class SyncPipeline:
                 "master": sc.master, "driver": f"{sc.getConf().get('spark.driver.host')}:"
                                                f"{sc.getConf().get('spark.driver.port')}"})
             with spark_failures():
-                _warm_up(sc)
+                warm_up(sc)
         return self._spark
 
     @property
@@ -607,7 +500,7 @@ class SyncPipeline:
             return self._counted(counts)
         source = sc.parallelize(segments, len(segments))
         shuffled = (source.mapPartitions(lambda segs: compacted(relay_dir, segs, tasks, rules))
-                    .partitionBy(tasks, _identity))
+                    .partitionBy(tasks, identity))
         # One job when no table can need replaying in order (each task sees that from every
         # partition's flags and applies at once); otherwise the first job only finds the
         # ordered tables and a second one applies.  The second reuses the first's shuffle
@@ -631,7 +524,7 @@ class SyncPipeline:
             kept = shuffled.filter(lambda kv: record_table(kv[1]) not in redo)
             again = source.flatMap(task_errors(
                 lambda seg: raw_records(relay_dir, seg, tasks, redo, rules)))
-            routed = kept.union(again).partitionBy(tasks, _identity)
+            routed = kept.union(again).partitionBy(tasks, identity)
         ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
                           frozenset(ordered), rules)
         counts = routed.values().mapPartitionsWithIndex(
@@ -645,32 +538,6 @@ class SyncPipeline:
                 rows_by_op[op] = rows_by_op.get(op, 0) + n
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op
-
-
-def _identity(key: int) -> int:
-    return key
-
-
-def _warm_up(sc: Any) -> None:
-    """Start a Python worker per executor core before the first batch, modules imported.
-
-    A worker starts only when a task first needs it, and its start (fork, imports) costs
-    seconds on a busy machine: without this the first batch big enough for several tasks
-    pays it, in the middle of a catch-up or while lag builds up.
-    """
-    n = max(1, int(sc.defaultParallelism))
-    sc.parallelize(range(n), n).mapPartitions(_import_apply_modules).collect()
-
-
-@task_errors
-def _import_apply_modules(_items: Iterator[int]) -> Iterator[bool]:
-    import binrelay.apply.applier
-    import binrelay.spark.compact  # noqa: F401
-
-    _freeze_heap()
-    # Held a moment so that the tasks overlap and each gets a worker of its own.
-    time.sleep(0.2)
-    yield True
 
 
 def recover(config: Config, *, listeners: list[BatchListener] | None = None

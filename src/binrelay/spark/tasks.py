@@ -1,0 +1,118 @@
+"""What runs in the sync's Spark tasks: picklable functions over a partition, no driver
+state.  Each applies or compacts its share and returns what the driver needs to know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from binrelay.apply.applier import apply_plan_part
+from binrelay.apply.catalog import TableRules
+from binrelay.apply.changes import TableRef
+from binrelay.apply.checkpoint import (
+    CheckpointStore,
+    TaskLedger,
+)
+from binrelay.apply.downstream import Downstream, pooled_connection
+from binrelay.apply.plan import PlanPart, group_ordered, ordered_task_id, plan_batch
+from binrelay.spark.compact import (
+    Record,
+    compact_segment,
+    merge,
+    ordered_tables,
+    raw_records,
+    record_table,
+    simple,
+)
+from binrelay.spark.failures import task_errors
+from binrelay.spark.workers import freeze_heap
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    downstream: Downstream
+    pipeline: str
+    batch_id: int
+    store: CheckpointStore
+    tasks: int
+    #: Tables replayed in relay order in this batch (each whole in one task).
+    ordered: frozenset[TableRef] = frozenset()
+    #: What the downstream catalog says about writing each table.
+    rules: TableRules = field(default_factory=TableRules)
+
+
+@task_errors
+def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
+               ) -> Iterator[dict[str, int]]:
+    """One apply task: the net effect of its keys (and its ordered tables, whole), each part
+    in one downstream transaction."""
+    freeze_heap()
+    keyed, raw, ops = merge(records)
+    parts = []
+    if keyed:
+        parts.append(PlanPart(f"keyed-{index}-of-{ctx.tasks}", tuple(keyed)))
+    if raw:
+        # Raw changes are those of tables replayed in order, whatever the reason.
+        plan = plan_batch(raw, ordered_tables=ctx.ordered | {ch.table for ch in raw})
+        # A table (or foreign key group) replayed in order is whole in one task, so its id
+        # needs no task index: the ledger then knows it across a restart with another
+        # task count.
+        parts += [PlanPart(ordered_task_id(t.table), ordered=t)
+                  for t in group_ordered(plan.ordered, ctx.rules.group_of)]
+    if parts:
+        ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
+        with pooled_connection(ctx.downstream) as conn:
+            for part in parts:
+                apply_plan_part(conn, part, ledger=ledger,
+                                max_packet=ctx.rules.max_allowed_packet)
+    yield ops
+
+
+@task_errors
+def apply_if_simple(ctx: TaskContext, index: int, records: Iterator[Record]
+                    ) -> Iterator[tuple[str, Any, Any]]:
+    """The first job's task: apply at once when the batch is simple (``compact.simple``),
+    else only report this task's ordered tables and compacted tables, applying nothing."""
+    freeze_heap()
+    local = list(records)
+    if simple(local):
+        for ops in apply_task(ctx, index, iter(local)):
+            yield "applied", ops, None
+        return
+    for reasons, keyed in ordered_tables(local):
+        yield "ordered", reasons, keyed
+
+
+@task_errors
+def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
+                ) -> Iterator[dict[str, int]]:
+    """A small batch in one Spark task: compact, decide the ordered tables and apply, with
+    no shuffle and one job instead of two (what keeps streaming lag low)."""
+    freeze_heap()
+    segments = list(segments)
+    rules = ctx.rules
+    records = [rec for seg in segments
+               for _t, rec in compact_segment(relay_dir, seg, 1, rules)]
+    [(ordered, keyed)] = list(ordered_tables(records))
+    redo = {t: r for t, r in ordered.items() if t in keyed}
+    if redo:
+        records = [rec for rec in records if record_table(rec) not in redo]
+        records += [rec for seg in segments
+                    for _t, rec in raw_records(relay_dir, seg, 1, redo, rules)]
+    yield from apply_task(TaskContext(ctx.downstream, ctx.pipeline, ctx.batch_id, ctx.store, 1,
+                                      frozenset(ordered), rules), 0, iter(records))
+
+
+@task_errors
+def compacted(relay_dir: str, segments: Iterator[Any], tasks: int, rules: TableRules
+              ) -> Iterator[tuple[int, Record]]:
+    """A read task: its partitions compacted (``compact_segment``), keyed by apply task."""
+    freeze_heap()
+    for segment in segments:
+        yield from compact_segment(relay_dir, segment, tasks, rules)
+
+
+def identity(key: int) -> int:
+    return key
