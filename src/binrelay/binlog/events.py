@@ -14,10 +14,10 @@ import zlib
 from dataclasses import dataclass
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import HEADER as _HEADER
+from binrelay.binlog.bytes import uuid_text
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError
 from binrelay.gtid import MAX_GNO
-
-_HEADER = struct.Struct("<IBIIIH")
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,17 +268,12 @@ class MysqlGtidEvent:
     tag: str = ""
 
 
-def _format_uuid(raw: bytes) -> str:
-    h = raw.hex()
-    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-
-
 def parse_mysql_gtid(event: bytes | bytearray | memoryview) -> MysqlGtidEvent:
     """GTID_LOG_EVENT (untagged): commit flag u8, source uuid 16 bytes, gno i64."""
     base = c.EVENT_HEADER_LEN
     if len(event) < base + 25:
         raise BinlogFormatError("GTID_LOG_EVENT truncated")
-    uuid = _format_uuid(bytes(event[base + 1 : base + 17]))
+    uuid = uuid_text(event[base + 1 : base + 17])
     gno = int.from_bytes(event[base + 17 : base + 25], "little", signed=True)
     if not 1 <= gno <= MAX_GNO:
         raise BinlogFormatError(f"GTID_LOG_EVENT has transaction number {gno} out of range")

@@ -9,17 +9,16 @@ carries the file and the offset of the event, so callers decide what a torn tail
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from typing import BinaryIO
 from zlib import crc32
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import HEADER as _HEADER
+from binrelay.binlog.bytes import U32 as _U32
 from binrelay.binlog.events import verify_checksum
 from binrelay.errors import BinlogFormatError, IncompleteEventError
 
-_HEADER = struct.Struct("<IBIIIH")
-_U32 = struct.Struct("<I")
 CHUNK = 1 << 20
 
 

@@ -23,17 +23,16 @@ from __future__ import annotations
 
 import itertools
 import os
-import struct
 from pathlib import Path
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import HEADER as _HEADER
 from binrelay.errors import RelayDirError
 from binrelay.relay.layout import SubdirName, binlog_sort_key, list_binlogs, read_index
 from binrelay.relay.scan import read_fde
 
 __all__ = ["GAP_HINT", "check_files", "check_handover", "check_relay_dir", "check_subdirs"]
 
-_HEADER = struct.Struct("<IBIIIH")
 #: A ROTATE's body: the position (8 bytes) and a file name; names stay short.
 _TAIL_WINDOW = c.EVENT_HEADER_LEN + 8 + 512 + 4
 

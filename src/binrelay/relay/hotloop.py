@@ -11,14 +11,13 @@ compiler is there) does exactly the same, faster.  A test runs both on the same 
 
 from __future__ import annotations
 
-import struct
 import zlib
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import HEADER as _HEADER
+from binrelay.binlog.bytes import U32 as _U32
 from binrelay.binlog.txn import IN_GROUP_TYPES
 
-_HEADER = struct.Struct("<IBIIIH")
-_U32 = struct.Struct("<I")
 _MAX_PACKET = 0xFFFFFF
 
 #: One byte per event type, 1 for the types a run may contain.

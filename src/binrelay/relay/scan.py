@@ -6,11 +6,11 @@ Used by recovery at start.  Memory is bounded by the largest event, not the file
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import HEADER as _HEADER
 from binrelay.binlog.events import (
     FormatDescription,
     parse_format_description,
@@ -23,7 +23,6 @@ from binrelay.relay.progress import Progress
 
 _CHUNK = 1 << 20
 _TORN = "partial event at the end"
-_HEADER = struct.Struct("<IBIIIH")
 
 
 @dataclass(frozen=True)

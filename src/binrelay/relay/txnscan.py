@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import TYPE_SIZE as _TYPE_SIZE
+from binrelay.binlog.bytes import uuid_text
 from binrelay.binlog.events import query_text_prefix
 from binrelay.binlog.txn import (
     IN_GROUP_TYPES,
@@ -26,7 +28,6 @@ from binrelay.binlog.txn import (
 from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.scan import read_fde
 
-_TYPE_SIZE = struct.Struct("<BxxxxI")
 _MARIA_GTID = struct.Struct("<QI")
 _CHUNK = 4 << 20
 
@@ -173,9 +174,8 @@ def _mysql_gtid(event: bytes | memoryview) -> str | None:
     base = c.EVENT_HEADER_LEN
     if len(event) < base + 25:
         return None
-    h = bytes(event[base + 1:base + 17]).hex()
     gno = int.from_bytes(event[base + 17:base + 25], "little", signed=True)
-    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}:{gno}"
+    return f"{uuid_text(event[base + 1:base + 17])}:{gno}"
 
 
 def xid_key(format_id: int, gtrid: bytes, bqual: bytes) -> str:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
 import zlib
 from pathlib import Path
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import HEADER as _HEADER
+from binrelay.binlog.bytes import U32 as _U32_LE
 from binrelay.binlog.dummy import dummy_event
 from binrelay.binlog.events import (
     parse_format_description,
@@ -49,8 +50,6 @@ from binrelay.relay.scan import read_fde
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct("<IBIIIH")
-_U32_LE = struct.Struct("<I")
 _MAX_PACKET = 0xFFFFFF
 _FLUSH_BYTES = 1 << 20
 _U32 = 1 << 32

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from binrelay.binlog.bytes import LenencError, read_lenenc
 from binrelay.rows import coltypes as t
 from binrelay.rows import mysqljson, temporal
 from binrelay.rows.charsets import python_codec, single_byte_table
@@ -427,13 +428,11 @@ def _partial_json_value(raw: bytes) -> mysqljson.JsonPartialUpdate:
 
 
 def _net_length(b: bytes, p: int) -> tuple[int, int]:
-    first = b[p]
-    if first < 0xFB:
-        return first, p + 1
-    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
-    if width is None:
-        raise ValueError("bad length-encoded integer in a row image")
-    return int.from_bytes(b[p + 1:p + 1 + width], "little"), p + 1 + width
+    # Unchecked, like the rest of a row decoder: its ``p <= end`` check catches a short one.
+    try:
+        return read_lenenc(b, p)
+    except LenencError:
+        raise ValueError("bad length-encoded integer in a row image") from None
 
 
 def generate_source(table: TableMap, present: int, *, partial_json: bool = False,

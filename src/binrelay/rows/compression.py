@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import IO
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import LenencError, read_lenenc
 
 # TRANSACTION_PAYLOAD fields.
 OTW_PAYLOAD_HEADER_END_MARK = 0
@@ -61,15 +62,10 @@ def maria_uncompress(data: bytes | memoryview) -> bytes:
 
 
 def _net_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    if pos >= end:
-        raise CompressionError("TRANSACTION_PAYLOAD_EVENT header truncated")
-    b = data[pos]
-    if b < 0xFB:
-        return b, pos + 1
-    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(b)
-    if width is None or pos + 1 + width > end:
-        raise CompressionError("TRANSACTION_PAYLOAD_EVENT header truncated")
-    return int.from_bytes(data[pos + 1:pos + 1 + width], "little"), pos + 1 + width
+    try:
+        return read_lenenc(data, pos, end)
+    except LenencError:
+        raise CompressionError("TRANSACTION_PAYLOAD_EVENT header truncated") from None
 
 
 def parse_payload_header(data: bytes, pos: int, end: int) -> tuple[dict[int, int], int]:

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import HEADER as _HEADER
+from binrelay.binlog.bytes import LenencError, read_lenenc, uuid_text
 from binrelay.binlog.events import (
     EventHeader,
     FormatDescription,
@@ -66,7 +68,6 @@ from binrelay.rows.events import (
 from binrelay.rows.tablemap import TableMap, parse_table_map
 from binrelay.rows.tagged import parse_tagged_gtid
 
-_HEADER = struct.Struct("<IBIIIH")
 #: zlib.crc32 of data followed by its own little-endian CRC32 is always this constant, so a
 #: whole event (checksum included) is checked by one call, without slicing.
 CRC32_RESIDUE = 0x2144DF1C
@@ -118,15 +119,11 @@ class _Corrupt(Exception):
 
 
 def _net_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    if pos >= end:
-        raise _Corrupt("length-encoded integer truncated")
-    b = data[pos]
-    if b < 0xFB:
-        return b, pos + 1
-    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(b)
-    if width is None or pos + 1 + width > end:
-        raise _Corrupt("bad length-encoded integer")
-    return int.from_bytes(data[pos + 1:pos + 1 + width], "little"), pos + 1 + width
+    try:
+        return read_lenenc(data, pos, end)
+    except LenencError as exc:
+        raise _Corrupt("length-encoded integer truncated" if exc.first is None
+                       else "bad length-encoded integer") from None
 
 
 def _text(raw: bytes) -> str:
@@ -375,8 +372,7 @@ class EventDecoder:
         if end < base + 25:
             raise _Corrupt("truncated")
         flags = event[base]
-        h = event[base + 1:base + 17].hex()
-        uuid = f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+        uuid = uuid_text(event[base + 1:base + 17])
         gno = int.from_bytes(event[base + 17:base + 25], "little", signed=True)
         anonymous = header.event_type == c.ANONYMOUS_GTID_LOG_EVENT
         last_committed = sequence_number = None

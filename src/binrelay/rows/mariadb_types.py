@@ -10,12 +10,7 @@ the server's text with these functions.
 
 from __future__ import annotations
 
-
-def uuid_text(raw: bytes) -> str:
-    if len(raw) != 16:
-        raise ValueError(f"a UUID is 16 bytes, not {len(raw)}")
-    h = raw.hex()
-    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+from binrelay.binlog.bytes import uuid_text as uuid_text  # the text of a UUID column
 
 
 def inet4_text(raw: bytes) -> str:

@@ -23,6 +23,7 @@ import struct
 from dataclasses import dataclass
 from decimal import Decimal
 
+from binrelay.binlog.bytes import LenencError, read_lenenc
 from binrelay.rows.decimal import decode_decimal
 from binrelay.rows.temporal import MysqlDate, MysqlDateTime, make_date, make_datetime
 
@@ -364,15 +365,11 @@ class JsonPartialUpdate:
 
 def _net_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """MySQL's length-encoded integer (``net_field_length``)."""
-    if pos >= end:
-        raise ValueError("length truncated")
-    b = data[pos]
-    if b < 0xFB:
-        return b, pos + 1
-    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(b)
-    if width is None or pos + 1 + width > end:
-        raise ValueError("bad length-encoded integer")
-    return int.from_bytes(data[pos + 1:pos + 1 + width], "little"), pos + 1 + width
+    try:
+        return read_lenenc(data, pos, end)
+    except LenencError as exc:
+        raise ValueError("length truncated" if exc.first is None
+                         else "bad length-encoded integer") from None
 
 
 def parse_diffs(data: bytes) -> tuple[JsonDiff, ...]:

@@ -20,6 +20,8 @@ import struct
 from collections.abc import Iterator
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import TYPE_SIZE as _TYPE_SIZE
+from binrelay.binlog.bytes import uuid_text
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError
 from binrelay.rows.decoder import _ROWS_TYPES, EventDecoder
 from binrelay.rows.events import (
@@ -34,7 +36,6 @@ from binrelay.rows.events import (
 )
 from binrelay.rows.walk import BAD_CRC, BAD_SIZE, keep_table, walk_events
 
-_TYPE_SIZE = struct.Struct("<BxxxxI")
 _MARIA_GTID = struct.Struct("<QI")
 _HEADER_LEN = c.EVENT_HEADER_LEN
 
@@ -184,9 +185,8 @@ class ChangeScanner:
         if body_end - base < 25:
             raise BinlogFormatError("GTID_LOG_EVENT truncated", path=self.path,
                                     offset=file_offset + pos)
-        h = bytes(buf[base + 1:base + 17]).hex()
         gno = int.from_bytes(buf[base + 17:base + 25], "little", signed=True)
-        return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}:{gno}"
+        return f"{uuid_text(buf[base + 1:base + 17])}:{gno}"
 
     def _delegate(self, raw: bytes, offset: int, end_offset: int) -> Iterator[RowChange]:
         """Events that change the decoder's state go through the typed decoder."""

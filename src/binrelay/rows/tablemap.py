@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from binrelay.binlog.bytes import LenencError, read_lenenc
 from binrelay.rows import coltypes as t
 from binrelay.rows.charsets import BINARY_COLLATION, charset_of, decoder_for
 from binrelay.rows.decimal import decimal_size
@@ -139,16 +140,14 @@ class _Buf:
         return self.data[self.pos - 1]
 
     def packed(self) -> int:
-        first = self.u8()
-        if first < 0xFB:
-            return first
-        if first == 0xFC:
-            return int.from_bytes(self.take(2), "little")
-        if first == 0xFD:
-            return int.from_bytes(self.take(3), "little")
-        if first == 0xFE:
-            return int.from_bytes(self.take(8), "little")
-        raise MetadataError(f"bad length-encoded integer 0x{first:02x} in TABLE_MAP_EVENT")
+        try:
+            value, self.pos = read_lenenc(self.data, self.pos, self.end)
+        except LenencError as exc:
+            if exc.truncated:
+                raise MetadataError("TABLE_MAP_EVENT truncated") from None
+            raise MetadataError(
+                f"bad length-encoded integer 0x{exc.first:02x} in TABLE_MAP_EVENT") from None
+        return value
 
     def string(self) -> bytes:
         return self.take(self.packed())

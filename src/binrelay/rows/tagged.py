@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from binrelay.binlog.bytes import uuid_text
+
 _UINT, _INT, _SID, _STRING = range(4)
 #: field id -> (name, kind); from mysql/binlog/event/control_events.h (Gtid_event).
 _FIELDS = {
@@ -77,8 +79,7 @@ def parse_tagged_gtid(body: bytes) -> dict[str, Any]:
                 if b > 255:
                     raise ValueError("tagged GTID source id byte out of range")
                 raw.append(b)
-            h = raw.hex()
-            out[name] = f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+            out[name] = uuid_text(raw)
         else:
             n, pos = _uint(data, pos)
             if pos + n > end:

@@ -11,11 +11,11 @@ when a compiler is there) does exactly the same, faster.  A test runs both on th
 
 from __future__ import annotations
 
-import struct
 import zlib
 from collections.abc import Iterable
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import TYPE_SIZE as _TYPE_SIZE
 
 #: ``keep`` values: skip the event (CRC checked), return it, or return it and stop after it
 #: (an event that may change how the following ones are read, e.g. a new FDE; its CRC is
@@ -26,7 +26,6 @@ SKIP, KEEP, STOP_AFTER = 0, 1, 2
 OK, BAD_SIZE, BAD_CRC = 0, 1, 2
 
 _CRC32_RESIDUE = 0x2144DF1C
-_TYPE_SIZE = struct.Struct("<BxxxxI")
 _HEADER_LEN = c.EVENT_HEADER_LEN
 
 Walked = tuple[list[tuple[int, int, int]], int, int]

@@ -8,12 +8,13 @@ one Arrow batch.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.bytes import HEADER as _HEADER
+from binrelay.binlog.bytes import U32
 from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import is_transaction_control
 from binrelay.errors import BinlogFormatError, RelayDirError
@@ -28,8 +29,6 @@ from binrelay.spark.planning import Segment, durable_end, xa_outcome
 
 _CHUNK = 8 << 20
 _BATCH_ROWS = 8192
-_HEADER = struct.Struct("<IBIIIH")
-_TS = struct.Struct("<I")
 
 
 def fde_bytes(path: Path) -> bytes:
@@ -121,7 +120,7 @@ def iter_segment_changes(relay_dir: Path, segment: Segment) -> Iterator[tuple[An
             buf += more
             for change in scanner.scan(buf, file_offset=base):
                 where = change.where
-                ts = _TS.unpack_from(buf, where.pos - base)[0] if where is not None else 0
+                ts = U32.unpack_from(buf, where.pos - base)[0] if where is not None else 0
                 yield change, ts
             used = scanner.stopped_at
             if used == 0 and not more:
