@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 import binlog_builder as bb
 from binlog_builder import REAL_MARIADB_10_11 as REAL
 from binrelay.binlog import constants as c
+from binrelay.binlog.build import with_crc
+from binrelay.binlog.bytes import HEADER
 from binrelay.binlog.events import (
     EventHeader,
     FormatDescription,
-    append_crc32,
     crc32_ok,
     fde_crc32_ok,
-    pack_header,
     parse_format_description,
     parse_header,
     parse_maria_gtid,
@@ -56,8 +56,7 @@ def events_of_type(data: bytes, event_type: int) -> list[tuple[int, bytes]]:
 
 
 def test_parse_header_fields() -> None:
-    raw = pack_header(timestamp=1_700_000_000, event_type=c.XID_EVENT, server_id=42,
-                      event_size=31, log_pos=1000, flags=c.LOG_EVENT_ARTIFICIAL_F)
+    raw = HEADER.pack(1_700_000_000, c.XID_EVENT, 42, 31, 1000, c.LOG_EVENT_ARTIFICIAL_F)
     assert len(raw) == c.EVENT_HEADER_LEN
     h = parse_header(raw + b"\0" * 12)
     assert h == EventHeader(1_700_000_000, c.XID_EVENT, 42, 31, 1000, c.LOG_EVENT_ARTIFICIAL_F)
@@ -86,13 +85,13 @@ def test_parse_header_truncated_reports_offset() -> None:
 
 @pytest.mark.parametrize("size", [0, 1, 18])
 def test_parse_header_rejects_sizes_below_the_header(size: int) -> None:
-    raw = pack_header(timestamp=1, event_type=2, server_id=1, event_size=size, log_pos=0, flags=0)
+    raw = HEADER.pack(1, 2, 1, size, 0, 0)
     with pytest.raises(BinlogFormatError, match="smaller than"):
         parse_header(raw)
 
 
 def test_parse_header_accepts_a_bare_19_byte_event() -> None:
-    raw = pack_header(timestamp=1, event_type=3, server_id=1, event_size=19, log_pos=23, flags=0)
+    raw = HEADER.pack(1, 3, 1, 19, 23, 0)
     assert parse_header(raw).event_size == 19
 
 
@@ -154,9 +153,9 @@ def test_fde_crc_on_mysql_capture_left_in_use() -> None:
     assert fde_crc32_ok(fde)
 
 
-def test_append_crc32() -> None:
-    assert append_crc32(REAL["rotate"][:-4]) == REAL["rotate"]
-    assert append_crc32(bytearray(REAL["rotate"][:-4])) == REAL["rotate"]
+def test_with_crc() -> None:
+    assert with_crc(REAL["rotate"][:-4]) == REAL["rotate"]
+    assert with_crc(bytearray(REAL["rotate"][:-4])) == REAL["rotate"]
 
 
 def test_verify_checksum() -> None:
@@ -834,3 +833,10 @@ def test_builder_against_a_real_mariadb_binlog(mariadb: MariaDBServer) -> None:
     triples = parse_maria_gtid_list(gl, 4)
     assert sorted(f"{d}-{s}-{n}" for d, s, n in triples) == sorted(state.split(","))
     assert len({d for d, _, _ in triples}) < len(triples)
+
+
+def test_the_encoders_post_header_tables_have_the_servers_lengths() -> None:
+    from binrelay.binlog.build import MARIADB_10_11_POST_HEADERS, MYSQL_8_0_POST_HEADERS
+
+    assert len(MARIADB_10_11_POST_HEADERS) == 171 and MARIADB_10_11_POST_HEADERS[161] == 19
+    assert len(MYSQL_8_0_POST_HEADERS) == 41

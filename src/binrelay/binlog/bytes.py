@@ -60,6 +60,17 @@ def read_lenenc(buf: bytes | bytearray | memoryview, pos: int,
     return int.from_bytes(buf[pos + 1:nxt], "little"), nxt
 
 
+def lenenc_bytes(n: int) -> bytes:
+    """``n`` as a length-encoded integer (the inverse of :func:`read_lenenc`)."""
+    if n < 0xFB:
+        return bytes([n])
+    if n < 1 << 16:
+        return b"\xfc" + n.to_bytes(2, "little")
+    if n < 1 << 24:
+        return b"\xfd" + n.to_bytes(3, "little")
+    return b"\xfe" + n.to_bytes(8, "little")
+
+
 def uuid_text(raw: bytes | bytearray | memoryview) -> str:
     """A UUID's 16 bytes as its text: lower-case hex, dashed 8-4-4-4-12."""
     if len(raw) != 16:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from binrelay.binlog import constants as c
-from binrelay.binlog.events import append_crc32, pack_header
+from binrelay.binlog.build import event, query_body, user_var_null_body
 from binrelay.errors import BinlogFormatError
 
 _COMMENT = b"# dummy event written by binrelay to fill a hole in a relayed binlog file"
@@ -39,26 +39,15 @@ def dummy_event(*, size: int, end_pos: int, server_id: int, checksum_len: int,
     payload = size - checksum_len
     query_len = payload - _QUERY_FIXED
     if query_len >= 1:
-        body = (
-            (0).to_bytes(4, "little")  # thread id
-            + (0).to_bytes(4, "little")  # exec time
-            + b"\x00"  # db length
-            + (0).to_bytes(2, "little")  # error code
-            + (0).to_bytes(2, "little")  # status vars length
-            + b"\x00"  # empty db name
-            + (_COMMENT * (query_len // len(_COMMENT) + 1))[:query_len]
-        )
+        body = query_body((_COMMENT * (query_len // len(_COMMENT) + 1))[:query_len],
+                          thread_id=0)
         event_type = c.QUERY_EVENT
     else:
         name_len = payload - _USER_VAR_FIXED
-        name = (b"!dummyvar" + b"_" * name_len)[:name_len]
-        body = name_len.to_bytes(4, "little") + name + b"\x01"  # is_null = 1
+        body = user_var_null_body((b"!dummyvar" + b"_" * name_len)[:name_len])
         event_type = c.USER_VAR_EVENT
-    header = pack_header(timestamp=ts, event_type=event_type, server_id=server_id,
-                         event_size=size, log_pos=end_pos, flags=_FLAGS)
-    event = header + body
-    if checksum_len:
-        event = append_crc32(event)
-    if len(event) != size:  # pragma: no cover - arithmetic guard
-        raise AssertionError(f"dummy event is {len(event)} bytes, wanted {size}")
-    return event
+    raw = event(event_type, body, log_pos=end_pos, checksum=bool(checksum_len),
+                server_id=server_id, timestamp=ts, flags=_FLAGS)
+    if len(raw) != size:  # pragma: no cover - arithmetic guard
+        raise AssertionError(f"dummy event is {len(raw)} bytes, wanted {size}")
+    return raw

@@ -50,12 +50,6 @@ def parse_header(data: bytes | bytearray | memoryview, offset: int = 0) -> Event
     return header
 
 
-def pack_header(
-    *, timestamp: int, event_type: int, server_id: int, event_size: int, log_pos: int, flags: int
-) -> bytes:
-    return _HEADER.pack(timestamp, event_type, server_id, event_size, log_pos, flags)
-
-
 def crc32_ok(event: bytes | bytearray | memoryview) -> bool:
     """True when the last four bytes of ``event`` are the CRC32 of the bytes before them."""
     if len(event) < c.EVENT_HEADER_LEN + c.CHECKSUM_LEN:
@@ -71,10 +65,6 @@ def fde_crc32_ok(event: bytes | bytearray | memoryview) -> bool:
     view = bytearray(event)
     view[17] &= ~c.LOG_EVENT_BINLOG_IN_USE_F & 0xFF
     return crc32_ok(view)
-
-
-def append_crc32(event_without_crc: bytes | bytearray) -> bytes:
-    return bytes(event_without_crc) + zlib.crc32(event_without_crc).to_bytes(4, "little")
 
 
 def verify_checksum(event: bytes | bytearray | memoryview, checksum_alg: int,
