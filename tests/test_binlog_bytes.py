@@ -16,6 +16,7 @@ from binrelay.binlog.bytes import (
     TYPE_SIZE,
     U32,
     LenencError,
+    lenenc_bytes,
     read_lenenc,
     uuid_text,
 )
@@ -73,6 +74,12 @@ def test_read_lenenc_every_width(value: int, width: int) -> None:
         assert read_lenenc(buf, len(prefix), len(prefix) + width) == want  # ends right at end
         assert read_lenenc(bytearray(buf), len(prefix), len(buf)) == want
         assert read_lenenc(memoryview(buf), len(prefix), len(buf)) == want
+
+
+@pytest.mark.parametrize("value", [0, 250, 251, 0xFFFF, 0x10000, 0xFFFFFF, 0x1000000, 2**64 - 1])
+def test_lenenc_bytes_is_the_servers_shortest_form(value: int) -> None:
+    assert lenenc_bytes(value) == _lenenc(value)
+    assert read_lenenc(lenenc_bytes(value), 0) == (value, len(_lenenc(value)))
 
 
 def test_read_lenenc_longer_forms_than_needed() -> None:
