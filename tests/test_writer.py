@@ -6,6 +6,7 @@ Rotate, the FDE, then the events, as bytes, whole or as packets for the hot loop
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from pathlib import Path
@@ -211,3 +212,28 @@ def test_a_file_never_starts_mid_file(tmp_path: Path) -> None:
     with pytest.raises(RelayDirError, match="never start mid-file"):
         w.handle(fde)
     assert not (w.subdir / "mysql-bin.000001").exists()
+
+
+def test_a_file_past_4_gib_still_takes_its_events(tmp_path: Path) -> None:
+    """One huge transaction carries a file past 4 GiB; the header's log_pos is then the end
+    position modulo 2**32, and the next events still belong at the file's end (before: a
+    RelayConflictError).  The file is sparse: nothing of its 4 GiB is written."""
+    b = _sample()
+    first = b.bytes()[: b.events[0].end]  # magic + FDE
+    subdir = tmp_path / "0-1.000001"
+    subdir.mkdir()
+    path = subdir / "mysql-bin.000001"
+    path.write_bytes(first)
+    big = (1 << 32) + 1000
+    os.truncate(path, big)
+    w = RelayWriter(subdir, RelayMeta("mysql-bin.000001", big, ""), flavor="mariadb",
+                    sync_interval=0)
+    xid = event(c.XID_EVENT, struct.pack("<Q", 7), log_pos=(big + 31) % (1 << 32),
+                checksum=True)
+    assert len(xid) == 31
+    w.handle(xid)
+    w.close()
+    assert path.stat().st_size == big + 31
+    with path.open("rb") as f:
+        f.seek(big)
+        assert f.read() == xid

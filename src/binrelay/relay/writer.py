@@ -36,6 +36,7 @@ from binrelay.errors import (
     RelayConflictError,
     RelayDirError,
 )
+from binrelay.relay.decide import Action, decide
 from binrelay.relay.hotloop import BORING, take_run
 from binrelay.relay.layout import (
     FILE_MODE,
@@ -54,10 +55,6 @@ _MAX_PACKET = 0xFFFFFF
 _FLUSH_BYTES = 1 << 20
 _U32 = 1 << 32
 
-#: Event types the hot path hands to ``_handle_special``.
-_SPECIAL = frozenset({
-    c.FORMAT_DESCRIPTION_EVENT, c.ROTATE_EVENT, c.HEARTBEAT_LOG_EVENT, c.HEARTBEAT_LOG_EVENT_V2,
-})
 
 
 class RelayWriter:
@@ -298,90 +295,83 @@ class RelayWriter:
         return pos
 
     def handle(self, event: bytes) -> None:
-        """Relay one event as received from the upstream (checksum included)."""
+        """Relay one event as received from the upstream (checksum included): what to do is
+        :func:`~binrelay.relay.decide.decide`'s; this carries it out."""
         if len(event) < c.EVENT_HEADER_LEN:
             raise BinlogFormatError(f"event of {len(event)} bytes from the upstream")
         _ts, etype, _sid, size, log_pos, flags = _HEADER.unpack_from(event)
         if size != len(event):
             raise BinlogFormatError(
                 f"event header says {size} bytes, the upstream sent {len(event)}")
-        if etype in _SPECIAL:
-            self._handle_special(event, etype, log_pos)
+        rotate = parse_rotate_lenient(event) if etype == c.ROTATE_EVENT else None
+        decision = decide(event_type=etype, flags=flags, size=size, log_pos=log_pos,
+                          file_end=self.offset, file_open=self._fd is not None,
+                          fake_rotate=rotate is not None and rotate.fake,
+                          file_name=self.file_name)
+        action = decision.action
+        if action is Action.DROP:
             return
-        if flags & c.LOG_EVENT_ARTIFICIAL_F:
-            return  # made up by the server for this session, not in its binlog file
-        if self._fd is None:
-            raise BinlogFormatError(
-                f"{c.event_type_name(etype)} event before any FORMAT_DESCRIPTION_EVENT "
-                f"for {self.file_name or 'an unnamed file'}")
-        if self._checksum_alg and zlib.crc32(event[:-4]) != _U32_LE.unpack_from(event, size - 4)[0]:
+        if action is Action.NOTE_UPSTREAM:
+            name = event[c.EVENT_HEADER_LEN : len(event) - self._checksum_len]
+            self.upstream_pos = (name.decode("utf-8", "replace"), log_pos)
+            return
+        if action in (Action.OPEN_FILE, Action.TAKE_FORMAT):
+            self._handle_fde(event, log_pos)
+            return
+        if action is Action.SWITCH_FILE:
+            assert rotate is not None
+            self._switch_file(rotate.next_file, rotate.position)
+            return
+        if rotate is not None:
+            if self._checksum_alg:
+                verify_checksum(event, self._checksum_alg, offset=log_pos - size)
+        elif self._checksum_alg and \
+                zlib.crc32(event[:-4]) != _U32_LE.unpack_from(event, size - 4)[0]:
             verify_checksum(event, self._checksum_alg, offset=log_pos - size)  # raises
-        # MariaDB 11.4+ may send log_pos 0; the event then belongs right here.
-        start = log_pos - size if log_pos else self.offset
-        if start != self.offset and not self._line_up(event, start, size):
+        if action is Action.FILL_THEN_WRITE:
+            self._fill_hole(decision.gap, event)
+        elif action is Action.CHECK_REPEAT and self._is_repeat(event, decision.gap):
             return
         self._append(event)
         self.events_written += 1
+        if rotate is not None:
+            self.progress.feed(event, self.offset, self._checksum_len)
+            self._close_file()
+            self.file_name = rotate.next_file
+            self.offset = 4
+            self.progress.new_file(4)
+            self.sync()
+            return
         self.last_event_ts = _ts
         if self.progress.feed(event, self.offset, self._checksum_len) and \
                 time.monotonic() - self._last_sync >= self.sync_interval:
             self.sync()
 
-    def _line_up(self, event: bytes, start: int, size: int) -> bool:
-        """The event does not start where the file ends: fill a hole or drop a duplicate.
+    def _fill_hole(self, size: int, event: bytes) -> None:
+        dummy = dummy_event(size=size, end_pos=(self.offset + size) % _U32,
+                            server_id=int.from_bytes(event[5:9], "little"),
+                            checksum_len=self._checksum_len)
+        log.info("filling a hole of %d bytes at %s:%d", size, self.file_name, self.offset)
+        self._append(dummy)
+        self.holes_filled += 1
 
-        Returns True when the event should then be written.
-        """
-        delta = (start - self.offset) % _U32
-        if delta >= _U32 // 2:
-            delta -= _U32  # positions past 4 GiB wrap around in the 32-bit header field
-        if delta > 0:
-            dummy = dummy_event(size=delta, end_pos=(self.offset + delta) % _U32,
-                                server_id=int.from_bytes(event[5:9], "little"),
-                                checksum_len=self._checksum_len)
-            log.info("filling a hole of %d bytes at %s:%d", delta, self.file_name, self.offset)
-            self._append(dummy)
-            self.holes_filled += 1
-            return True
+    def _is_repeat(self, event: bytes, start: int) -> bool:
+        """An event that starts before the file's end is one the upstream sent again (after
+        a reconnect): True when the file holds exactly its bytes there; anything else is a
+        conflict."""
         self._flush()
-        start = self.offset + delta
         with open(self.path, "rb") as f:
             f.seek(start)
-            on_disk = f.read(size)
+            on_disk = f.read(len(event))
         if on_disk == event:
             self.duplicates_skipped += 1
-            return False
-        if len(on_disk) < size:
+            return True
+        if len(on_disk) < len(event):
             raise RelayConflictError(
-                f"{self.path}: an event from {start} to {start + size} overlaps the end of the "
-                f"file at {self.offset}")
+                f"{self.path}: an event from {start} to {start + len(event)} overlaps the end "
+                f"of the file at {self.offset}")
         raise RelayConflictError(
             f"{self.path}: the upstream sent different bytes for the event at {start}")
-
-    def _handle_special(self, event: bytes, etype: int, log_pos: int) -> None:
-        if etype == c.FORMAT_DESCRIPTION_EVENT:
-            self._handle_fde(event, log_pos)
-        elif etype == c.ROTATE_EVENT:
-            rotate = parse_rotate_lenient(event)
-            if rotate.fake:
-                self._switch_file(rotate.next_file, rotate.position)
-            else:
-                if self._checksum_alg:
-                    verify_checksum(event, self._checksum_alg, offset=log_pos - len(event))
-                start = log_pos - len(event)
-                if start != self.offset and not self._line_up(event, start, len(event)):
-                    return
-                self._append(event)
-                self.events_written += 1
-                self.progress.feed(event, self.offset, self._checksum_len)
-                self._close_file()
-                self.file_name = rotate.next_file
-                self.offset = 4
-                self.progress.new_file(4)
-                self.sync()
-        else:  # heartbeats: remember how far the upstream is, write nothing
-            name = event[c.EVENT_HEADER_LEN : len(event) - self._checksum_len]
-            self.upstream_pos = (name.decode("utf-8", "replace"), log_pos)
 
     def _switch_file(self, name: str, position: int) -> None:
         if not name or name == self.file_name:
