@@ -25,6 +25,7 @@ and commits what it changes itself, except :func:`advance_in_transaction`.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,6 +250,26 @@ def _locked(cur: Any, pipeline: str, store: CheckpointStore) -> Checkpoint:
     return found
 
 
+def _under_lock(conn: Any, pipeline: str, store: CheckpointStore,
+                step: Callable[[Any, Checkpoint], bool]) -> Checkpoint:
+    """``step(cursor, checkpoint)`` on the pipeline's locked checkpoint row, committed as one
+    transaction (rolled back if it raises); ``step`` returns False when there is nothing to
+    change.  Returns the checkpoint as committed."""
+    try:
+        with conn.cursor() as cur:
+            current = _locked(cur, pipeline, store)
+            if not step(cur, current):
+                conn.commit()
+                return current
+            updated = _select(cur, pipeline, store, lock=False)
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    assert updated is not None
+    return updated
+
+
 def mark_in_flight(
     conn: Any, pipeline: str, batch_id: int, target: Position,
     store: CheckpointStore = DEFAULT_STORE, *, start: Position | None = None,
@@ -261,35 +282,28 @@ def mark_in_flight(
     a batch whose ``start`` (when given) is not the checkpoint's position: the caller's idea
     of the checkpoint is stale (another process of the same pipeline moved it).
     """
-    try:
-        with conn.cursor() as cur:
-            current = _locked(cur, pipeline, store)
-            if start is not None and (current.position.subdir, current.position.binlog_name,
-                                      current.position.binlog_pos) != (
-                    start.subdir, start.binlog_name, start.binlog_pos):
-                raise CheckpointError(
-                    f"pipeline {pipeline!r}: the checkpoint is at {current.position}, not at"
-                    f" {start} where batch {batch_id} starts",
-                    hint="another sync of the same pipeline is running; run one per pipeline")
-            if not current.consistent:
-                if current.batch_id == batch_id and current.target == target:
-                    conn.commit()
-                    return current
-                raise CheckpointError(
-                    f"pipeline {pipeline!r}: batch {current.batch_id} (to {current.target}) is"
-                    f" in flight; cannot start batch {batch_id}")
-            if batch_id <= current.batch_id:
-                raise CheckpointError(
-                    f"pipeline {pipeline!r}: batch {batch_id} is not after the last finished"
-                    f" batch {current.batch_id}", hint="batch ids must increase")
-            _write(cur, store, pipeline, current.position, False, batch_id, target)
-            updated = _select(cur, pipeline, store, lock=False)
-        conn.commit()
-    except BaseException:
-        conn.rollback()
-        raise
-    assert updated is not None
-    return updated
+    def step(cur: Any, current: Checkpoint) -> bool:
+        if start is not None and (current.position.subdir, current.position.binlog_name,
+                                  current.position.binlog_pos) != (
+                start.subdir, start.binlog_name, start.binlog_pos):
+            raise CheckpointError(
+                f"pipeline {pipeline!r}: the checkpoint is at {current.position}, not at"
+                f" {start} where batch {batch_id} starts",
+                hint="another sync of the same pipeline is running; run one per pipeline")
+        if not current.consistent:
+            if current.batch_id == batch_id and current.target == target:
+                return False
+            raise CheckpointError(
+                f"pipeline {pipeline!r}: batch {current.batch_id} (to {current.target}) is"
+                f" in flight; cannot start batch {batch_id}")
+        if batch_id <= current.batch_id:
+            raise CheckpointError(
+                f"pipeline {pipeline!r}: batch {batch_id} is not after the last finished"
+                f" batch {current.batch_id}", hint="batch ids must increase")
+        _write(cur, store, pipeline, current.position, False, batch_id, target)
+        return True
+
+    return _under_lock(conn, pipeline, store, step)
 
 
 def finish_batch(
@@ -297,28 +311,21 @@ def finish_batch(
 ) -> Checkpoint:
     """Batch ``batch_id`` is fully applied: position = its target, ``consistent = 1``, and its
     task ledger rows go, all committed together. Finishing it twice is a no-op."""
-    try:
-        with conn.cursor() as cur:
-            current = _locked(cur, pipeline, store)
-            if current.consistent and current.batch_id == batch_id:
-                conn.commit()
-                return current
-            if current.consistent or current.batch_id != batch_id or current.target is None:
-                raise CheckpointError(
-                    f"pipeline {pipeline!r}: batch {batch_id} is not the batch in flight"
-                    f" (checkpoint: batch {current.batch_id},"
-                    f" {'consistent' if current.consistent else 'in flight'})")
-            _write(cur, store, pipeline, current.target, True, batch_id, None)
-            cur.execute(
-                f"DELETE FROM {quote_table(store.task_ref).replace('%', '%%')}"
-                " WHERE pipeline = %s AND batch_id <= %s", (pipeline, batch_id))
-            updated = _select(cur, pipeline, store, lock=False)
-        conn.commit()
-    except BaseException:
-        conn.rollback()
-        raise
-    assert updated is not None
-    return updated
+    def step(cur: Any, current: Checkpoint) -> bool:
+        if current.consistent and current.batch_id == batch_id:
+            return False
+        if current.consistent or current.batch_id != batch_id or current.target is None:
+            raise CheckpointError(
+                f"pipeline {pipeline!r}: batch {batch_id} is not the batch in flight"
+                f" (checkpoint: batch {current.batch_id},"
+                f" {'consistent' if current.consistent else 'in flight'})")
+        _write(cur, store, pipeline, current.target, True, batch_id, None)
+        cur.execute(
+            f"DELETE FROM {quote_table(store.task_ref).replace('%', '%%')}"
+            " WHERE pipeline = %s AND batch_id <= %s", (pipeline, batch_id))
+        return True
+
+    return _under_lock(conn, pipeline, store, step)
 
 
 def _same_place(a: Position, b: Position) -> bool:
