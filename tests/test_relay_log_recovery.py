@@ -118,7 +118,7 @@ def test_nothing_changes_when_the_upstream_no_longer_has_the_file(mariadb_factor
     env, after = synced_then_more(mariadb_factory, tmp_path, spark)
     flip(current_subdir(env.relay_dir) / after[1], 300)
     env.upstream.execute("FLUSH BINARY LOGS")
-    env.upstream.execute(f"PURGE BINARY LOGS TO '{after[3]}'")
+    env.upstream.purge_logs_to(after[3])
     with_recovery(env)
     before = fingerprint(env.relay_dir)
     done = run_binrelay("relay", "--config", str(env.config))

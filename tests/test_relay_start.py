@@ -76,7 +76,7 @@ def test_initial_gtid_start(mariadb_factory, tmp_path: Path) -> None:
 def test_purged_upstream_is_a_clear_error(mariadb_factory, tmp_path: Path) -> None:
     server = mariadb_factory(server_id=1)
     _three_files(server)
-    server.execute("PURGE BINARY LOGS TO 'mysql-bin.000003'")
+    server.purge_logs_to("mysql-bin.000003")
 
     config = write_config(tmp_path / "gtid.toml", server, tmp_path / "r1", enable_gtid=True)
     proc = run_binrelay("relay", "--config", str(config))

@@ -595,6 +595,23 @@ class MariaDBServer:
         """Rotate to a new binlog file."""
         self.execute("FLUSH BINARY LOGS")
 
+    def purge_logs_to(self, name: str, timeout: float = 30.0) -> None:
+        """``PURGE BINARY LOGS TO name``, repeated until the files before ``name`` are gone.
+
+        MariaDB purges nothing, silently, while its binlog checkpoint has not left a file
+        (InnoDB has not yet made that file's transactions durable: a second or so after a
+        rotation with innodb_flush_log_at_trx_commit=2)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.execute(f"PURGE BINARY LOGS TO '{name}'")
+            first = self.execute("SHOW BINARY LOGS")[0][0]
+            if first == name:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"PURGE BINARY LOGS TO {name!r}: {first} is still there "
+                                     f"after {timeout:g} s")
+            time.sleep(0.1)
+
 
 # --------------------------------------------------------------------------------------
 # Factory used by the pytest fixtures (and usable from scripts)
