@@ -85,11 +85,10 @@ def session_conf(master: str, app_name: str, *, ui: bool = False,
         # which is what one reads there) into their worker's directory, never to ours.
         "spark.driver.extraJavaOptions": f"{DRIVER_JAVA_OPTIONS} {_log4j_option()}",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        # The driver keeps every finished job, stage, task and SQL execution for the UI, up
-        # to these limits, UI on or off.  A sync runs several jobs per batch, batches every
-        # fraction of a second, for weeks: with Spark's defaults (1000 jobs and stages,
-        # 100,000 tasks) the driver JVM grew 379 -> 608 MiB over the soak's first 21
-        # minutes before the limits held it.  A service needs only the recent ones.
+        # The driver keeps finished jobs, stages, tasks and SQL executions for the UI up to
+        # these limits, UI on or off.  A sync runs several jobs per batch, batches every
+        # fraction of a second, for weeks: Spark's defaults (1000 jobs and stages, 100,000
+        # tasks) would hold megabytes of history nobody reads; a service needs the recent.
         "spark.ui.retainedJobs": "50",
         "spark.ui.retainedStages": "50",
         "spark.ui.retainedTasks": "1000",
