@@ -13,14 +13,14 @@ from binrelay.relay.decide import Action, decide
 def _decide(event_type: int = c.XID_EVENT, *, flags: int = 0, size: int = 31,
             log_pos: int = 1031, file_end: int = 1000, file_open: bool = True,
             fake_rotate: bool = False) -> d.Decision:
-    return decide(event_type=event_type, flags=flags, size=size, log_pos=log_pos,
-                  file_end=file_end, file_open=file_open, fake_rotate=fake_rotate,
-                  file_name="mysql-bin.000001")
+    return decide(event_type, flags, size, log_pos, file_end, file_open, fake_rotate,
+                  "mysql-bin.000001")
 
 
 def test_an_event_where_the_file_ends_is_written() -> None:
     got = _decide()
     assert (got.action, got.reason, got.ends_file) == (Action.WRITE, d.IN_PLACE, False)
+    assert got is d.WRITE  # the writer's fast path tests identity
 
 
 def test_log_pos_zero_means_right_here() -> None:  # MariaDB 11.4+

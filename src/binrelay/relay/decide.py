@@ -50,8 +50,10 @@ class Decision:
     ends_file: bool = False
 
 
-# The common answers, made once (decide runs for every transaction end the relay writes).
-_WRITE = Decision(Action.WRITE, IN_PLACE)
+# The common answers, made once (decide runs for every transaction end the relay writes);
+# WRITE is public so that the writer's common case is one identity test.
+WRITE = Decision(Action.WRITE, IN_PLACE)
+_WRITE = WRITE
 _WRITE_ROTATE = Decision(Action.WRITE, IN_PLACE, ends_file=True)
 _TAKE_FORMAT = Decision(Action.TAKE_FORMAT, FDE_RESENT)
 _OPEN_FILE = Decision(Action.OPEN_FILE, FIRST_FDE)
@@ -60,7 +62,7 @@ _SWITCH_FILE = Decision(Action.SWITCH_FILE, FAKE_ROTATE)
 _DROP_ARTIFICIAL = Decision(Action.DROP, ARTIFICIAL)
 
 
-def decide(*, event_type: int, flags: int, size: int, log_pos: int, file_end: int,
+def decide(event_type: int, flags: int, size: int, log_pos: int, file_end: int,
            file_open: bool, fake_rotate: bool = False, file_name: str = "") -> Decision:
     """The decision for one event (header fields; ``fake_rotate`` for a ROTATE whose
     ``log_pos`` is 0) given where the open relay file ends.  Raises

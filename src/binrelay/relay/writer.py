@@ -36,7 +36,7 @@ from binrelay.errors import (
     RelayConflictError,
     RelayDirError,
 )
-from binrelay.relay.decide import Action, decide
+from binrelay.relay.decide import WRITE, Action, decide
 from binrelay.relay.hotloop import BORING, take_run
 from binrelay.relay.layout import (
     FILE_MODE,
@@ -303,11 +303,25 @@ class RelayWriter:
         if size != len(event):
             raise BinlogFormatError(
                 f"event header says {size} bytes, the upstream sent {len(event)}")
-        rotate = parse_rotate_lenient(event) if etype == c.ROTATE_EVENT else None
-        decision = decide(event_type=etype, flags=flags, size=size, log_pos=log_pos,
-                          file_end=self.offset, file_open=self._fd is not None,
-                          fake_rotate=rotate is not None and rotate.fake,
-                          file_name=self.file_name)
+        if etype == c.ROTATE_EVENT:
+            rotate = parse_rotate_lenient(event)
+            decision = decide(etype, flags, size, log_pos, self.offset, self._fd is not None,
+                              rotate.fake, self.file_name)
+        else:
+            rotate = None
+            decision = decide(etype, flags, size, log_pos, self.offset, self._fd is not None,
+                              False, self.file_name)
+            if decision is WRITE:  # the common case: a transaction's end, in place
+                if self._checksum_alg and \
+                        zlib.crc32(event[:-4]) != _U32_LE.unpack_from(event, size - 4)[0]:
+                    verify_checksum(event, self._checksum_alg, offset=log_pos - size)
+                self._append(event)
+                self.events_written += 1
+                self.last_event_ts = _ts
+                if self.progress.feed(event, self.offset, self._checksum_len) and \
+                        time.monotonic() - self._last_sync >= self.sync_interval:
+                    self.sync()
+                return
         action = decision.action
         if action is Action.DROP:
             return
