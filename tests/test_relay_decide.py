@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from binrelay.binlog import constants as c
@@ -82,3 +84,22 @@ def test_positions_past_4_gib_wrap_in_the_header() -> None:
 def test_an_ordinary_event_before_any_format_description_is_an_error() -> None:
     with pytest.raises(BinlogFormatError, match="before any FORMAT_DESCRIPTION_EVENT"):
         _decide(file_open=False)
+
+
+def test_the_writers_inline_case_is_decides_write() -> None:
+    """plainly_in_place (the writer's inline test) implies decide() says WRITE, over every
+    event type, flag, position and state around the file's end."""
+    rng = random.Random(5)
+    seen = 0
+    for _ in range(20_000):
+        etype = rng.randrange(256)
+        flags = rng.choice([0, c.LOG_EVENT_ARTIFICIAL_F, c.LOG_EVENT_SUPPRESS_USE_F])
+        size = rng.randrange(19, 200)
+        file_end = rng.choice([4, 1000, (1 << 32) - 10, (1 << 32) + 1000])
+        log_pos = rng.choice([0, file_end + size, file_end + size + 1, file_end + size - 1,
+                              (file_end + size) % (1 << 32)])
+        file_open = rng.random() < 0.9
+        if d.plainly_in_place(etype, flags, size, log_pos, file_end, file_open):
+            seen += 1
+            assert decide(etype, flags, size, log_pos, file_end, file_open) is d.WRITE
+    assert seen > 1000

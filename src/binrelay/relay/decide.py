@@ -50,6 +50,19 @@ class Decision:
     ends_file: bool = False
 
 
+#: The event types whose decision depends on more than their position.
+SPECIAL_TYPES = frozenset({c.FORMAT_DESCRIPTION_EVENT, c.ROTATE_EVENT, c.HEARTBEAT_LOG_EVENT,
+                           c.HEARTBEAT_LOG_EVENT_V2})
+
+
+def plainly_in_place(event_type: int, flags: int, size: int, log_pos: int, file_end: int,
+                     file_open: bool) -> bool:
+    """The case :func:`decide` answers with :data:`WRITE` that the writer tests inline (its
+    common case, a transaction's end): keep the two in step (a test checks it)."""
+    return (event_type not in SPECIAL_TYPES and not flags & c.LOG_EVENT_ARTIFICIAL_F
+            and file_open and log_pos != 0 and log_pos - size == file_end)
+
+
 # The common answers, made once (decide runs for every transaction end the relay writes);
 # WRITE is public so that the writer's common case is one identity test.
 WRITE = Decision(Action.WRITE, IN_PLACE)

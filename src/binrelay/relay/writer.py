@@ -36,7 +36,7 @@ from binrelay.errors import (
     RelayConflictError,
     RelayDirError,
 )
-from binrelay.relay.decide import WRITE, Action, decide
+from binrelay.relay.decide import SPECIAL_TYPES, Action, decide
 from binrelay.relay.hotloop import BORING, take_run
 from binrelay.relay.layout import (
     FILE_MODE,
@@ -303,25 +303,18 @@ class RelayWriter:
         if size != len(event):
             raise BinlogFormatError(
                 f"event header says {size} bytes, the upstream sent {len(event)}")
-        if etype == c.ROTATE_EVENT:
-            rotate = parse_rotate_lenient(event)
-            decision = decide(etype, flags, size, log_pos, self.offset, self._fd is not None,
-                              rotate.fake, self.file_name)
-        else:
-            rotate = None
-            decision = decide(etype, flags, size, log_pos, self.offset, self._fd is not None,
-                              False, self.file_name)
-            if decision is WRITE:  # the common case: a transaction's end, in place
-                if self._checksum_alg and \
-                        zlib.crc32(event[:-4]) != _U32_LE.unpack_from(event, size - 4)[0]:
-                    verify_checksum(event, self._checksum_alg, offset=log_pos - size)
-                self._append(event)
-                self.events_written += 1
-                self.last_event_ts = _ts
-                if self.progress.feed(event, self.offset, self._checksum_len) and \
-                        time.monotonic() - self._last_sync >= self.sync_interval:
-                    self.sync()
-                return
+        # The common case, a transaction's end in place: decide()'s WRITE, tested inline as
+        # decide.plainly_in_place spells it (the hot loop does the same for runs).
+        if etype not in SPECIAL_TYPES and not flags & c.LOG_EVENT_ARTIFICIAL_F and \
+                self._fd is not None and log_pos and log_pos - size == self.offset:
+            if self._checksum_alg and \
+                    zlib.crc32(event[:-4]) != _U32_LE.unpack_from(event, size - 4)[0]:
+                verify_checksum(event, self._checksum_alg, offset=log_pos - size)
+            self._take(event, _ts)
+            return
+        rotate = parse_rotate_lenient(event) if etype == c.ROTATE_EVENT else None
+        decision = decide(etype, flags, size, log_pos, self.offset, self._fd is not None,
+                          rotate is not None and rotate.fake, self.file_name)
         action = decision.action
         if action is Action.DROP:
             return
@@ -346,17 +339,23 @@ class RelayWriter:
             self._fill_hole(decision.gap, event)
         elif action is Action.CHECK_REPEAT and self._is_repeat(event, decision.gap):
             return
+        if rotate is None:
+            self._take(event, _ts)
+            return
         self._append(event)
         self.events_written += 1
-        if rotate is not None:
-            self.progress.feed(event, self.offset, self._checksum_len)
-            self._close_file()
-            self.file_name = rotate.next_file
-            self.offset = 4
-            self.progress.new_file(4)
-            self.sync()
-            return
-        self.last_event_ts = _ts
+        self.progress.feed(event, self.offset, self._checksum_len)
+        self._close_file()
+        self.file_name = rotate.next_file
+        self.offset = 4
+        self.progress.new_file(4)
+        self.sync()
+
+    def _take(self, event: bytes, timestamp: int) -> None:
+        """Append an event that is not a ROTATE; sync at a transaction end when due."""
+        self._append(event)
+        self.events_written += 1
+        self.last_event_ts = timestamp
         if self.progress.feed(event, self.offset, self._checksum_len) and \
                 time.monotonic() - self._last_sync >= self.sync_interval:
             self.sync()
