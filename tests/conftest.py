@@ -9,6 +9,7 @@ error logs for post-mortem debugging (processes are stopped regardless).
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -89,8 +90,12 @@ def _servers_only_when_marked(request: pytest.FixtureRequest,
 
     def guarded(self: subprocess.Popen[bytes], args: object, executable: object,
                 *rest: object) -> None:
-        argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)
-        program = os.path.basename(os.fsdecode(executable or argv[0]))  # type: ignore[arg-type]
+        if isinstance(args, str | bytes):  # a command line (shell=True) or one program
+            argv = shlex.split(os.fsdecode(args)) or [""]
+        else:
+            args = list(args)  # type: ignore[call-overload]
+            argv = [os.fsdecode(a) for a in args] or [""]
+        program = os.path.basename(os.fsdecode(executable) if executable else argv[0])
         if program in SERVER_PROGRAMS:
             raise AssertionError(
                 f"{request.node.nodeid} starts {program} without the 'server' marker: add "

@@ -420,6 +420,7 @@ def test_bad_binlog_name(name):
     "3e11fa47-71ca-11e1-9e33:1-5",                     # short uuid
     "zz11fa47-71ca-11e1-9e33-c80aa9429562:1-5",
     "0-1",
+    "   ",                                              # blank is not "" (no set)
     "0-1-x",
     "0-1-100,",
     f"{MYSQL_GTID},0-1-100",                            # two flavors in one set

@@ -86,6 +86,13 @@ def test_an_ordinary_event_before_any_format_description_is_an_error() -> None:
         _decide(file_open=False)
 
 
+def test_a_real_rotate_before_any_format_description_is_an_error() -> None:
+    """Before decide.py the writer appended it to no file (its bytes would have gone in
+    front of the next file's magic); now it is refused like any event before the FDE."""
+    with pytest.raises(BinlogFormatError, match="ROTATE_EVENT event before any"):
+        _decide(c.ROTATE_EVENT, file_open=False)
+
+
 def test_the_writers_inline_case_is_decides_write() -> None:
     """plainly_in_place (the writer's inline test) implies decide() says WRITE, over every
     event type, flag, position and state around the file's end."""

@@ -179,7 +179,10 @@ GTID_EXAMPLES = {
 
 
 def gtid_flavor(text: str) -> str | None:
-    """Which flavor's GTID set ``text`` is (gtid.py's grammar), or None when it is neither."""
+    """Which flavor's GTID set ``text`` is (gtid.py's grammar), or None when it is neither
+    (blank text is not a set: "" means none, and only "" does)."""
+    if not text.strip():
+        return None
     flavor = "mysql" if ":" in text else "mariadb"
     try:
         parse_gtid_set(text, flavor)

@@ -129,7 +129,9 @@ class CutProxy:
                             self._budget = budget - len(data)
                     if budget is not None and len(data) >= budget:
                         writer.write(data[:budget])
-                        await writer.drain()
+                        # All n bytes out before the reset, which drops what is buffered.
+                        while writer.transport.get_write_buffer_size():
+                            await asyncio.sleep(0.001)
                         pair.reset()
                         self.cuts.append(CutResult(1, mid_stream=True))
                         return
