@@ -44,14 +44,8 @@ from bench.common import (
 )
 from binrelay.binlog import constants as c
 from binrelay.errors import RelayDirError
-from binrelay.relay.layout import (
-    META_FILENAME,
-    binlog_sort_key,
-    list_binlogs,
-    read_index,
-    read_meta,
-)
-from binrelay.relay.position import RelayPosition
+from binrelay.position import Position, binlog_sort_key
+from binrelay.relay.layout import META_FILENAME, list_binlogs, read_index, read_meta
 from binrelay.relay.reader import RelayReader
 from binrelay.relay.watch import ChangeWaiter
 from binrelay.testing.sandbox import (
@@ -77,7 +71,7 @@ class Follower:
     error: str | None = None
 
 
-def follow_in_process(relay_dir: Path, who: Follower, start: RelayPosition, stop: Any,
+def follow_in_process(relay_dir: Path, who: Follower, start: Position, stop: Any,
                       results: Any) -> None:
     """Entry point of a follower process: the reader must not share a GIL with the rest."""
     # The bytes before the start are durable already; the reader must deliver the rest.
@@ -88,7 +82,7 @@ def follow_in_process(relay_dir: Path, who: Follower, start: RelayPosition, stop
     results.put((who.name, who.events, who.ends, digests, who.error))
 
 
-def follow(relay_dir: Path, who: Follower, start: RelayPosition, stop: Any) -> None:
+def follow(relay_dir: Path, who: Follower, start: Position, stop: Any) -> None:
     """Read from ``start`` on; record (delivery time, file, end) of every transaction end."""
     try:
         reader = RelayReader(relay_dir, start, follow=True, wait_timeout=0.5,
@@ -164,7 +158,7 @@ def phase(relay_dir: Path, server: MariaDBServer, who: Follower, seconds: float,
     index = read_index(relay_dir) or []
     meta = read_meta(relay_dir / str(index[-1]))
     assert meta is not None
-    start = RelayPosition(index[-1], meta.binlog_name, meta.binlog_pos)
+    start = Position(index[-1], meta.binlog_name, meta.binlog_pos)
     proc = ctx.Process(target=follow_in_process, args=(relay_dir, who, start, stop, results))
     proc.start()
     metas: list[tuple[int, str, int]] = []

@@ -101,7 +101,8 @@ from bench.common import (
 )
 from bench.sync_lag import stop_process
 from binrelay.apply.checkpoint import read_checkpoint
-from binrelay.relay.layout import binlog_sort_key, list_binlogs, read_index, read_meta
+from binrelay.position import binlog_sort_key
+from binrelay.relay.layout import list_binlogs, read_index, read_meta
 from binrelay.relay.txnscan import transaction_ends
 from binrelay.relay.verify import compare_subdir
 from binrelay.testing.proxy import CutProxy
@@ -815,10 +816,10 @@ def verify(upstream: MariaDBServer, downstream: MariaDBServer, relay_dir: Path,
     if cp is None:
         v.problems.append("the downstream has no checkpoint")
     else:
-        v.checkpoint = (f"{cp.position} gtid {cp.position.gtid_set}"
+        v.checkpoint = (f"{cp.position} gtid {cp.gtid_set}"
                         f" consistent={int(cp.consistent)} batch {cp.batch_id}")
         if not cp.consistent or (cp.position.binlog_name, cp.position.binlog_pos) != end \
-                or cp.position.gtid_set != gtid:
+                or cp.gtid_set != gtid:
             v.problems.append(f"checkpoint {v.checkpoint}; want consistent at {end}, {gtid}")
     return v
 

@@ -68,13 +68,9 @@ from bench.common import (
     write_config,
 )
 from bench.relay_throughput import ROWS_PER_TXN, TABLE_SIZE, TABLES, THREADS, Workload
-from binrelay.apply.checkpoint import (
-    Position,
-    create_checkpoint_table,
-    init_checkpoint,
-    read_checkpoint,
-)
+from binrelay.apply.checkpoint import create_checkpoint_table, init_checkpoint, read_checkpoint
 from binrelay.config import SyncConfig
+from binrelay.position import Position
 from binrelay.relay.layout import read_index
 from binrelay.testing.sandbox import (
     REPL_PASSWORD,
@@ -636,8 +632,8 @@ def main(argv: list[str] | None = None) -> int:
         relay = run_relay(relay_cfg, relay_dir, end, workdir / "relay.log", poll=0.05,
                           timeout=RUN_TIMEOUT)
         verify_relay(upstream, relay_dir)
-        subdir = str(read_index(relay_dir)[-1])
-        log(f"relayed in {relay.seconds:.1f} s into {relay_dir / subdir} (not timed)")
+        subdir = read_index(relay_dir)[-1]
+        log(f"relayed in {relay.seconds:.1f} s into {relay_dir / str(subdir)} (not timed)")
         spark_s = spark_start_seconds(workdir)
         log(f"SparkSession start + trivial job: {spark_s:.1f} s")
 

@@ -162,7 +162,7 @@ def assert_converged(env: Env) -> None:
     assert cp is not None and cp.consistent
     assert (cp.position.binlog_name, cp.position.binlog_pos) == env.upstream.master_status()
     # The checkpoint's GTID set is the upstream's at that position.
-    assert cp.position.gtid_set == env.upstream.scalar("SELECT @@gtid_binlog_pos")
+    assert cp.gtid_set == env.upstream.scalar("SELECT @@gtid_binlog_pos")
     status = run_binrelay("status", "--config", str(env.config))
     assert status.returncode == 0, status.stderr
     assert re.search(r"^\s*Consistent: Yes$", status.stdout, re.M), status.stdout

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from binlog_builder import BinlogBuilder
-from binrelay.relay.layout import RelayMeta, SubdirName, write_index, write_meta
+from binrelay.position import SubdirName
+from binrelay.relay.layout import RelayMeta, write_index, write_meta
 
 
 def binlog_file(n_trx: int, *, next_file: str | None, seq_start: int = 1) -> BinlogBuilder:

@@ -18,7 +18,6 @@ from binrelay.apply import (
     CheckpointStore,
     CheckpointUpdate,
     Downstream,
-    Position,
     TableRef,
     TaskLedger,
     apply_plan_part,
@@ -38,12 +37,14 @@ from binrelay.errors import (
     DownstreamRowError,
     DownstreamSchemaError,
 )
+from binrelay.position import Position, SubdirName
 from binrelay.testing.sandbox import MariaDBServer, ServerFactory, find_free_port
 
 STORE = CheckpointStore("br`ckpt")
-P0 = Position("0-1.000001", "mysql-bin.000001", 4, "0-1-0")
-P1 = Position("0-1.000001", "mysql-bin.000001", 1200, "0-1-5")
-P2 = Position("0-1.000001", "mysql-bin.000002", 350, "0-1-9")
+SUB = SubdirName.parse("0-1.000001")
+P0, G0 = Position(SUB, "mysql-bin.000001", 4), "0-1-0"
+P1, G1 = Position(SUB, "mysql-bin.000001", 1200), "0-1-5"
+P2, G2 = Position(SUB, "mysql-bin.000002", 350), "0-1-9"
 
 
 @pytest.fixture(scope="module")
@@ -101,18 +102,19 @@ def test_batch_lifecycle_and_crash(conn: Any, target: Downstream, server: MariaD
     server.execute("CREATE DATABASE IF NOT EXISTS app")
     server.execute("CREATE TABLE app.t (id INT PRIMARY KEY, v INT)")
     assert read_checkpoint(conn, "life", STORE) is None
-    first = init_checkpoint(conn, "life", P0, STORE)
-    assert (first.position, first.consistent, first.batch_id, first.target) == (
-        P0, True, 0, None)
-    assert init_checkpoint(conn, "life", P1, STORE) == first  # never moves an existing one
+    first = init_checkpoint(conn, "life", P0, G0, STORE)
+    assert (first.position, first.gtid_set, first.consistent, first.batch_id, first.target,
+            first.target_gtid_set) == (P0, G0, True, 0, None, "")
+    assert init_checkpoint(conn, "life", P1, G1, STORE) == first  # never moves an existing one
     assert first.updated_at.tzinfo is dt.UTC
     assert abs(dt.datetime.now(dt.UTC) - first.updated_at) < dt.timedelta(minutes=5)
 
     # A process marks batch 1 in flight, writes some data, and dies before finishing.
     doomed = target.connect()
-    mark_in_flight(doomed, "life", 1, P1, STORE)
+    mark_in_flight(doomed, "life", 1, P1, G1, STORE)
     seen = _fresh_read(target, "life")
-    assert (seen.consistent, seen.batch_id, seen.position, seen.target) == (False, 1, P0, P1)
+    assert (seen.consistent, seen.batch_id, seen.position, seen.gtid_set, seen.target,
+            seen.target_gtid_set) == (False, 1, P0, G0, P1, G1)
     ledger = TaskLedger("life", 1, STORE)
     ref = TableRef("app", "t")
     changes = [Change(ref, INSERT, ("id", "v"), (0,), None, (i, i), (1, i)) for i in range(6)]
@@ -127,11 +129,14 @@ def test_batch_lifecycle_and_crash(conn: Any, target: Downstream, server: MariaD
 
     # Recovery: the same batch again (mark is a no-op), every task, finish.
     with pytest.raises(CheckpointError, match=r"batch 1 .* is in flight"):
-        mark_in_flight(conn, "life", 2, P2, STORE)
-    assert mark_in_flight(conn, "life", 1, P1, STORE).target == P1
+        mark_in_flight(conn, "life", 2, P2, G2, STORE)
+    assert mark_in_flight(conn, "life", 1, P1, G1, STORE).target == P1
+    with pytest.raises(CheckpointError, match=r"batch 1 .* is in flight"):  # not the same end
+        mark_in_flight(conn, "life", 1, P1, G2, STORE)
     assert [apply_plan_part(conn, p, ledger=ledger) for p in parts] == [False, True]
     done = finish_batch(conn, "life", 1, STORE)
-    assert (done.consistent, done.position, done.target, done.batch_id) == (True, P1, None, 1)
+    assert (done.consistent, done.position, done.gtid_set, done.target, done.target_gtid_set,
+            done.batch_id) == (True, P1, G1, None, "", 1)
     assert _fresh_read(target, "life") == done
     assert finish_batch(conn, "life", 1, STORE) == done  # twice: a no-op
     assert _rows(server, "SELECT COUNT(*) FROM `br``ckpt`.checkpoint_task") == [(0,)]
@@ -140,16 +145,15 @@ def test_batch_lifecycle_and_crash(conn: Any, target: Downstream, server: MariaD
                          " WHERE pipeline = 'life'") == [("mysql-bin.000001", 1200)]
 
     with pytest.raises(CheckpointError, match="not after the last finished"):
-        mark_in_flight(conn, "life", 1, P2, STORE)
+        mark_in_flight(conn, "life", 1, P2, G2, STORE)
     with pytest.raises(CheckpointError, match="not the batch in flight"):
         finish_batch(conn, "life", 2, STORE)
     with pytest.raises(CheckpointError, match="no checkpoint"):
-        mark_in_flight(conn, "nobody", 1, P1, STORE)
+        mark_in_flight(conn, "nobody", 1, P1, G1, STORE)
     # A process whose idea of the checkpoint is stale (another sync moved it) is refused.
     with pytest.raises(CheckpointError, match="another sync of the same pipeline"):
-        mark_in_flight(conn, "life", 2, P2, STORE, start=P0)
-    stripped = Position(P1.subdir, P1.binlog_name, P1.binlog_pos)  # GTID set not compared
-    assert mark_in_flight(conn, "life", 2, P2, STORE, start=stripped).target == P2
+        mark_in_flight(conn, "life", 2, P2, G2, STORE, start=P0)
+    assert mark_in_flight(conn, "life", 2, P2, G2, STORE, start=P1).target == P2
 
 
 # ---- strict mode ------------------------------------------------------------------------------
@@ -161,32 +165,42 @@ def test_strict_mode_data_and_position_commit_together(conn: Any, server: MariaD
     server.execute("CREATE TABLE app.s (id INT PRIMARY KEY, v INT CHECK (v >= 0))")
     ref = TableRef("app", "s")
     cols = ("id", "v")
-    init_checkpoint(conn, "strict", P0, STORE)
+    init_checkpoint(conn, "strict", P0, G0, STORE)
     txn1 = [Change(ref, INSERT, cols, (0,), None, (1, 10), (1, 0)),
             Change(ref, INSERT, cols, (0,), None, (2, 20), (1, 1))]
-    assert apply_transaction(conn, txn1, CheckpointUpdate("strict", P0, P1, STORE))
+    assert apply_transaction(conn, txn1, CheckpointUpdate("strict", P0, P1, G1, STORE))
     # Replayed after a crash that happened after the commit: skipped, not doubled.
-    assert not apply_transaction(conn, txn1, CheckpointUpdate("strict", P0, P1, STORE))
-    assert read_checkpoint(conn, "strict", STORE).position == P1
+    assert not apply_transaction(conn, txn1, CheckpointUpdate("strict", P0, P1, G1, STORE))
+    moved = read_checkpoint(conn, "strict", STORE)
+    assert (moved.position, moved.gtid_set) == (P1, G1)
 
     bad = [Change(ref, UPDATE, cols, (0,), (1, 10), (1, 11), (2, 0)),
            Change(ref, UPDATE, cols, (0,), (2, 20), (2, -1), (2, 1))]
     with pytest.raises(DownstreamRowError) as info:
-        apply_transaction(conn, bad, CheckpointUpdate("strict", P1, P2, STORE))
+        apply_transaction(conn, bad, CheckpointUpdate("strict", P1, P2, G2, STORE))
     assert "app.s" in str(info.value) and "position 2.1" in str(info.value)
     assert _rows(server, "SELECT id, v FROM app.s ORDER BY id") == [(1, 10), (2, 20)]
     assert read_checkpoint(conn, "strict", STORE).position == P1
 
     with pytest.raises(CheckpointError, match="not at"):
-        apply_transaction(conn, txn1, CheckpointUpdate("strict", P2, P2, STORE))
+        apply_transaction(conn, txn1, CheckpointUpdate("strict", P2, P2, G2, STORE))
     # An update whose row is not there: the downstream diverged, say so.
     ghost = [Change(ref, UPDATE, cols, (0,), (9, 9), (9, 10), (3, 0))]
     with pytest.raises(DownstreamRowError, match="diverged"):
-        apply_transaction(conn, ghost, CheckpointUpdate("strict", P1, P2, STORE))
+        apply_transaction(conn, ghost, CheckpointUpdate("strict", P1, P2, G2, STORE))
     assert read_checkpoint(conn, "strict", STORE).position == P1
 
 
 # ---- bad input --------------------------------------------------------------------------------
+
+
+def test_a_checkpoint_row_not_naming_a_position_is_refused(conn: Any, server: MariaDBServer
+                                                           ) -> None:
+    init_checkpoint(conn, "mangled", P0, G0, STORE)
+    server.execute("UPDATE `br``ckpt`.checkpoint SET relay_subdir = 'no-sequence'"
+                   " WHERE pipeline = 'mangled'")
+    with pytest.raises(CheckpointError, match=r"'mangled'.*'no-sequence' is not a relay subdir"):
+        read_checkpoint(conn, "mangled", STORE)
 
 
 def test_unreachable_downstream() -> None:
@@ -225,8 +239,8 @@ def test_constraint_violation_names_table_and_position(conn: Any, server: MariaD
     server.execute("CREATE TABLE app.c (id INT PRIMARY KEY, v INT CHECK (v < 1000),"
                    " w VARCHAR(5) NOT NULL)")
     server.execute("CREATE TABLE app.n (x INT NOT NULL, y INT)")
-    init_checkpoint(conn, "bad", P0, STORE)
-    mark_in_flight(conn, "bad", 1, P1, STORE)
+    init_checkpoint(conn, "bad", P0, G0, STORE)
+    mark_in_flight(conn, "bad", 1, P1, G1, STORE)
     ledger = TaskLedger("bad", 1, STORE)
     ref = TableRef("app", "c")
     cols = ("id", "v", "w")

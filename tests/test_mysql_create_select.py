@@ -23,7 +23,8 @@ from binlog_builder import (
 )
 from binrelay.apply.sql import start_transaction_clause
 from binrelay.config import load_config
-from binrelay.relay.layout import RelayMeta, SubdirName, write_index, write_meta
+from binrelay.position import SubdirName
+from binrelay.relay.layout import RelayMeta, write_index, write_meta
 from binrelay.spark.sync import SyncPipeline
 from fidelity import sync_with_crashes
 from relay_helpers import write_config

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from binrelay.position import Position, SubdirName
 from binrelay.relay import consumers as reg
-from binrelay.relay.layout import SubdirName, list_binlogs, read_index
-from binrelay.relay.position import RelayPosition
+from binrelay.relay.layout import list_binlogs, read_index
 from binrelay.relay.purge import (
     PurgeError,
     PurgeRefused,
@@ -82,7 +82,7 @@ def test_bad_requests_delete_nothing(tmp_path: Path, filename: str, sub_dir: str
 
 def test_a_consumer_holds_its_files(tmp_path: Path) -> None:
     make_relay_dir(tmp_path, SEED)
-    pos = RelayPosition(SubdirName.parse(f"{A}.000001"), "mysql-bin.000002", 4)
+    pos = Position(SubdirName.parse(f"{A}.000001"), "mysql-bin.000002", 4)
     reg.register(tmp_path, "sync", pos)
     before = tree_digest(tmp_path)
     with pytest.raises(PurgeRefused, match=r"consumer 'sync' at .*mysql-bin.000002"):
@@ -105,7 +105,7 @@ def test_a_consumer_holds_its_files(tmp_path: Path) -> None:
 def test_space_and_age_triggers(tmp_path: Path) -> None:
     make_relay_dir(tmp_path, SEED)
     # Low free space (remain-space above what the disk has): everything safe goes.
-    pos = RelayPosition(SubdirName.parse(f"{B}.000002"), "mysql-bin.000001", 4)
+    pos = Position(SubdirName.parse(f"{B}.000002"), "mysql-bin.000001", 4)
     reg.register(tmp_path, "sync", pos)
     plan, _ = purge_auto(tmp_path, now=time.time(), expires_hours=0, remain_gb=10**6,
                          gc_applied=False)
@@ -129,9 +129,9 @@ def test_gc_applied_follows_the_slowest_consumer(tmp_path: Path) -> None:
     plan, _ = purge_auto(tmp_path, now=time.time(), expires_hours=0, remain_gb=0,
                          gc_applied=True)
     assert plan.empty  # no consumer: nothing is known to be applied
-    reg.register(tmp_path, "fast", RelayPosition(SubdirName.parse(f"{A}.000003"),
+    reg.register(tmp_path, "fast", Position(SubdirName.parse(f"{A}.000003"),
                                                  "mysql-bin.000001", 100))
-    reg.register(tmp_path, "slow", RelayPosition(SubdirName.parse(f"{A}.000001"),
+    reg.register(tmp_path, "slow", Position(SubdirName.parse(f"{A}.000001"),
                                                  "mysql-bin.000003", 4))
     plan, _ = purge_auto(tmp_path, now=time.time(), expires_hours=0, remain_gb=0,
                          gc_applied=True)

@@ -12,8 +12,8 @@ import pytest
 from binrelay.binlog import constants as c
 from binrelay.errors import ChecksumMismatchError, RelayDirError
 from binrelay.gtid import MariaGtidSet
-from binrelay.relay.layout import RelayMeta, SubdirName, read_meta, write_meta
-from binrelay.relay.position import RelayPosition
+from binrelay.position import Position, SubdirName
+from binrelay.relay.layout import RelayMeta, read_meta, write_meta
 from binrelay.relay.reader import (
     GtidFilter,
     RelayPurgedError,
@@ -58,11 +58,11 @@ def test_start_mid_file_delivers_the_fde_first(tmp_path: Path) -> None:
     files = make_relay_dir(tmp_path, LAYOUT)
     data = files[("0-1.000001", "mysql-bin.000002")]
     # Start at the second transaction end of the second file.
-    events = list(RelayReader(tmp_path, RelayPosition(SubdirName.parse("0-1.000001"),
+    events = list(RelayReader(tmp_path, Position(SubdirName.parse("0-1.000001"),
                                                       "mysql-bin.000002", 0)))
     xids = [e.end for e in events if e.event_type == c.XID_EVENT and e.file == "mysql-bin.000002"
             and str(e.subdir) == "0-1.000001"]
-    start = RelayPosition(SubdirName.parse("0-1.000001"), "mysql-bin.000002", xids[1])
+    start = Position(SubdirName.parse("0-1.000001"), "mysql-bin.000002", xids[1])
     got = list(RelayReader(tmp_path, start))
     assert got[0].event_type == c.FORMAT_DESCRIPTION_EVENT and got[0].pos == 4
     assert got[1].pos == xids[1]
@@ -106,10 +106,10 @@ def test_follow_sees_new_transactions_and_a_new_subdir(tmp_path: Path) -> None:
 def test_purged_and_missing_files_are_clear_errors(tmp_path: Path) -> None:
     make_relay_dir(tmp_path, LAYOUT)
     os.unlink(tmp_path / "0-1.000001" / "mysql-bin.000001")
-    start = RelayPosition(SubdirName.parse("0-1.000001"), "mysql-bin.000001", 4)
+    start = Position(SubdirName.parse("0-1.000001"), "mysql-bin.000001", 4)
     with pytest.raises(RelayPurgedError, match=r"mysql-bin.000001 was purged"):
         list(RelayReader(tmp_path, start))
-    gone = RelayPosition(SubdirName.parse("0-0.000000"), "mysql-bin.000001", 4)
+    gone = Position(SubdirName.parse("0-0.000000"), "mysql-bin.000001", 4)
     with pytest.raises(RelayPurgedError, match="was purged"):
         list(RelayReader(tmp_path, gone))
 

@@ -11,9 +11,9 @@ import threading
 import time
 from pathlib import Path
 
+from binrelay.position import Position
 from binrelay.relay import consumers as reg
 from binrelay.relay.layout import list_binlogs, read_index
-from binrelay.relay.position import RelayPosition
 from binrelay.relay.reader import RelayReader
 from binrelay.testing.sandbox import sysbench_prepare, sysbench_run_background
 from relay_helpers import (
@@ -61,7 +61,7 @@ def test_seed_purge_example_end_to_end(mariadb_factory, tmp_path: Path) -> None:
     # A consumer in the middle of the oldest subdir holds it: refused past it, clearly.
     index = read_index(relay_dir)
     assert index is not None
-    held = RelayPosition(index[0], "mysql-bin.000002", 4)
+    held = Position(index[0], "mysql-bin.000002", 4)
     reg.register(relay_dir, "spark", held)
     proc = run_binrelay("purge-relay", "--config", str(config), "--filename",
                         "mysql-bin.000001")
@@ -181,7 +181,7 @@ def test_automatic_purge_keeps_what_a_consumer_needs(mariadb_factory, tmp_path: 
     assert len(files) > 6
     index = read_index(relay_dir)
     assert index is not None
-    hold = RelayPosition(index[0], files[3], 4)
+    hold = Position(index[0], files[3], 4)
     reg.register(relay_dir, "spark", hold)
     # remain-space far above the disk's free space: every file that may go, goes.
     config = write_config(tmp_path / "purge.toml", server, relay_dir,

@@ -82,7 +82,8 @@ def readers(relay_dir: Path, tmp_path: Path, spark) -> dict[str, object]:
             raise RelayDirError(found.group(0)) from None
 
     def planning() -> None:  # what sync and recover plan batches with
-        from binrelay.spark.planning import durable_end, earliest, plan_partitions
+        from binrelay.relay.relaydir import durable_end, earliest
+        from binrelay.spark.planning import plan_partitions
         plan_partitions(relay_dir, earliest(relay_dir), durable_end(relay_dir),
                         target_bytes=1 << 20)
 
@@ -227,11 +228,12 @@ def test_hand_over_rules(tmp_path: Path, first, second, name, problem) -> None:
 def test_a_missing_start_file_is_not_stepped_over(relay: Path) -> None:
     """A consumer positioned at the very start of a file that is gone (while later files are
     there) must not begin at the next one."""
-    from binrelay.relay.position import RelayPosition
-    from binrelay.spark.planning import durable_end, spans
+    from binrelay.position import Position
+    from binrelay.relay.relaydir import durable_end
+    from binrelay.spark.planning import spans
 
     sub = subdir_of(relay)
     (sub / "mysql-bin.000003").unlink()
-    start = RelayPosition(read_index(relay)[0], "mysql-bin.000003", 4)
+    start = Position(read_index(relay)[0], "mysql-bin.000003", 4)
     with pytest.raises(RelayDirError, match=r"mysql-bin\.000003 is missing"):
         spans(relay, start, durable_end(relay))

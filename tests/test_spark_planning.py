@@ -6,17 +6,11 @@ import itertools
 from pathlib import Path
 
 from binlog_builder import BinlogBuilder
-from binrelay.relay.layout import RelayMeta, SubdirName, write_index, write_meta
-from binrelay.relay.position import RelayPosition
+from binrelay.position import Position, SubdirName
+from binrelay.relay.layout import RelayMeta, write_index, write_meta
+from binrelay.relay.relaydir import durable_end, earliest
 from binrelay.relay.txnscan import DDL, DML, OTHER, transaction_ends
-from binrelay.spark.planning import (
-    advance,
-    durable_end,
-    earliest,
-    from_offset,
-    plan_partitions,
-    to_offset,
-)
+from binrelay.spark.planning import advance, plan_partitions
 
 SUB = SubdirName.parse("0-1.000001")
 
@@ -63,8 +57,8 @@ def test_transaction_ends_and_kinds(tmp_path: Path) -> None:
 def test_offsets_round_trip(tmp_path: Path) -> None:
     _relay(tmp_path, [_file(2)])
     start = earliest(tmp_path)
-    assert start == RelayPosition(SUB, "mysql-bin.000001", 4)
-    assert from_offset(to_offset(durable_end(tmp_path))) == durable_end(tmp_path)
+    assert start == Position(SUB, "mysql-bin.000001", 4)
+    assert Position.from_dict(durable_end(tmp_path).to_dict()) == durable_end(tmp_path)
 
 
 def test_batches_respect_limits_and_the_ddl_barrier(tmp_path: Path) -> None:

@@ -102,11 +102,11 @@ def test_status_with_relay_and_sync_running_and_stopped(env, tmp_path: Path) -> 
         pl = doc["pipeline"]
         cp = pl["checkpoint"]
         assert cp["source"] == "persisted" and cp["found"] is True
-        assert cp["position"] == {"subdir": "0-1.000001", "binlog_file": name,
-                                  "binlog_pos": pos, "gtid": cp["position"]["gtid"]}
+        assert cp["position"] == {"subdir": "0-1.000001", "file": name, "pos": pos}
+        assert cp["gtid_set"] == upstream_now(upstream)[2]
         assert cp["consistent"] is True and cp["in_flight_target"] is None
         assert cp["batch_id"] >= 1
-        assert pl["relay_end"]["binlog_pos"] == pos
+        assert pl["relay_end"] == cp["position"]
         assert pl["lag_bytes"] == 0 and pl["caught_up"] is True
         assert pl["process"]["found"] is True and pl["process"]["alive"] is False
 
@@ -119,7 +119,7 @@ def test_status_with_relay_and_sync_running_and_stopped(env, tmp_path: Path) -> 
             wait_caught_up(relay_dir, upstream, process=relay)
             name, pos, gtid = upstream_now(upstream)
             doc = wait_for(config, lambda d: d["pipeline"]["caught_up"] is True
-                           and d["pipeline"]["checkpoint"]["position"]["binlog_pos"] == pos,
+                           and d["pipeline"]["checkpoint"]["position"]["pos"] == pos,
                            timeout=300)
             assert doc["pipeline"]["process"]["alive"] is True
             assert doc["pipeline"]["process"]["pid"] == sync.pid
@@ -138,7 +138,7 @@ def test_status_with_relay_and_sync_running_and_stopped(env, tmp_path: Path) -> 
     assert r["process"]["state"] == "stopped" and r["seconds_behind"] is None
     assert (r["relayed"]["binlog_file"], r["relayed"]["binlog_pos"]) == (name, pos)
     assert r["bytes_behind"] == 0
-    assert pl["checkpoint"]["position"]["binlog_pos"] == pos and pl["caught_up"] is True
+    assert pl["checkpoint"]["position"]["pos"] == pos and pl["caught_up"] is True
     assert pl["process"]["alive"] is False
     live = read_status(relay_dir)
     assert live is not None and live.state == "stopped"

@@ -17,7 +17,7 @@ ROOT = Path(binrelay.__file__).resolve().parent
 #: Lower layers first; a module imports only from layers below its own (or its package).
 LAYERS: list[set[str]] = [
     {"__init__", "_speedups", "errors", "failpoints", "logfmt", "sqlclient"},
-    {"gtid"},
+    {"gtid", "position"},
     {"config", "binlog"},
     {"metrics", "rows", "upstream"},
     {"relay", "apply"},

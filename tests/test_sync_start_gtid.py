@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from binrelay.errors import RelayDirError
+from binrelay.relay.relaydir import earliest
 from binrelay.relay.txnscan import transaction_ends
-from binrelay.spark.planning import earliest, gtid_set_at, position_of_gtid_set, spans
+from binrelay.spark.planning import gtid_set_at, position_of_gtid_set, spans
 from fidelity import assert_converged, make_env
 
 SCHEMA = [

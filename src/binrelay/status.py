@@ -21,19 +21,20 @@ import datetime as dt
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from binrelay.config import Config
 from binrelay.errors import BinrelayError
+from binrelay.position import Position, SubdirName
 from binrelay.relay.lag import (
     UpstreamPosition,
     bytes_behind,
     probe_upstream,
     relay_bytes_between,
 )
-from binrelay.relay.layout import SubdirName, read_index, read_meta
+from binrelay.relay.layout import read_index, read_meta
 from binrelay.relay.livestatus import (
     STATUS_FILENAME,
     STOPPED,
@@ -41,7 +42,7 @@ from binrelay.relay.livestatus import (
     pid_alive,
     read_status,
 )
-from binrelay.relay.position import RelayPosition
+from binrelay.relay.relaydir import durable_end
 from binrelay.upstream.client import Endpoint, UpstreamSession
 
 PERSISTED, LIVE = "persisted", "live"
@@ -113,14 +114,6 @@ class RelaySide:
 
 
 @dataclass(frozen=True)
-class Position:
-    subdir: str
-    binlog_file: str
-    binlog_pos: int
-    gtid: str = ""
-
-
-@dataclass(frozen=True)
 class Checkpoint:
     source: str
     table: str
@@ -128,6 +121,7 @@ class Checkpoint:
     error: str = ""
     found: bool = False
     position: Position | None = None
+    gtid_set: str | None = None
     consistent: bool | None = None
     batch_id: int | None = None
     in_flight_target: Position | None = None
@@ -258,15 +252,10 @@ def read_checkpoint_view(config: Config, *, timeout: float = 3.0) -> Checkpoint:
             conn.close()
     if found is None:
         return Checkpoint(PERSISTED, table, reachable=True)
-
-    def pos(p: Any) -> Position:
-        return Position(p.subdir, p.binlog_name, p.binlog_pos, p.gtid_set)
-
     return Checkpoint(
-        PERSISTED, table, reachable=True, found=True, position=pos(found.position),
-        consistent=found.consistent, batch_id=found.batch_id,
-        in_flight_target=None if found.target is None else pos(found.target),
-        updated_at=_iso(found.updated_at))
+        PERSISTED, table, reachable=True, found=True, position=found.position,
+        gtid_set=found.gtid_set, consistent=found.consistent, batch_id=found.batch_id,
+        in_flight_target=found.target, updated_at=_iso(found.updated_at))
 
 
 def read_sync_process(relay_dir: Path, pipeline: str) -> SyncProcess:
@@ -289,10 +278,7 @@ def _lag_bytes(relay_dir: Path, checkpoint: Checkpoint, end: Position | None) ->
     if checkpoint.position is None or end is None:
         return None
     try:
-        start = RelayPosition(SubdirName.parse(checkpoint.position.subdir),
-                              checkpoint.position.binlog_file, checkpoint.position.binlog_pos)
-        stop = RelayPosition(SubdirName.parse(end.subdir), end.binlog_file, end.binlog_pos)
-        return relay_bytes_between(relay_dir, start, stop)
+        return relay_bytes_between(relay_dir, checkpoint.position, end)
     except (BinrelayError, OSError):
         return None
 
@@ -304,9 +290,8 @@ def gather(config: Config, *, now: float | None = None) -> Status:
     relayed = read_relayed(relay_dir)
     checkpoint = read_checkpoint_view(config)
     relay_end = None
-    if relayed.binlog_pos is not None:
-        relay_end = Position(relayed.subdir, relayed.binlog_file, relayed.binlog_pos,
-                             relayed.gtid)
+    with contextlib.suppress(BinrelayError):  # shown as relayed's own fields say
+        relay_end = durable_end(relay_dir)
     return assemble(
         now=time.time() if now is None else now, config=config.source_path,
         upstream=upstream, probe=probe, relayed=relayed,
@@ -348,8 +333,17 @@ def assemble(*, now: float, config: str, upstream: Upstream, probe: UpstreamPosi
 
 
 def to_dict(status: Status) -> dict[str, Any]:
-    """The ``--json`` document (field names are stable; see docs/relay.md)."""
-    return asdict(status)
+    """The ``--json`` document (field names are stable; see docs/relay.md); positions in
+    their one dict form."""
+    return _plain(status)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Position):
+        return value.to_dict()
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    return value
 
 
 def _v(value: Any) -> str:
@@ -361,7 +355,7 @@ def _v(value: Any) -> str:
 
 
 def _pos(p: Position | None) -> str:
-    return "NULL" if p is None else f"{p.subdir}/{p.binlog_file}:{p.binlog_pos}"
+    return "NULL" if p is None else str(p)
 
 
 def render(status: Status) -> str:
@@ -407,7 +401,7 @@ def render(status: Status) -> str:
             ("Downstream_Reachable", "Yes" if cp.reachable else f"No (unreachable: {cp.error})"),
             ("Checkpoint_Found", cp.found),
             ("Checkpoint_Position", _pos(cp.position) if cp.found else None),
-            ("Checkpoint_Gtid", cp.position.gtid if cp.position else None),
+            ("Checkpoint_Gtid", cp.gtid_set),
             ("Consistent", cp.consistent),
             ("Batch_Id", cp.batch_id),
             ("In_Flight_Target", _pos(cp.in_flight_target) if cp.found else None),

@@ -11,7 +11,7 @@ out. Spark-independent: Spark tasks call these functions (see ``docs/apply.md``)
 - :mod:`~binrelay.apply.ddl`: ``apply_ddl``;
 - :mod:`~binrelay.apply.ddl_journal`: whether a DDL ran before a crash (journal + catalog).
 
-May import: binlog, rows, errors, failpoints, sqlclient.
+May import: binlog, rows, errors, failpoints, position, sqlclient.
 """
 
 from binrelay.apply.applier import apply_plan_part, apply_transaction
@@ -20,7 +20,6 @@ from binrelay.apply.checkpoint import (
     Checkpoint,
     CheckpointStore,
     CheckpointUpdate,
-    Position,
     TaskLedger,
     create_checkpoint_table,
     finish_batch,
@@ -47,7 +46,6 @@ __all__ = [
     "DdlResult",
     "Downstream",
     "PlanPart",
-    "Position",
     "TableRef",
     "TaskLedger",
     "apply_ddl",

@@ -31,13 +31,13 @@ from typing import Any
 
 from binrelay.apply.changes import TableRef
 from binrelay.apply.sql import quote_ident, quote_table
-from binrelay.errors import CheckpointError
+from binrelay.errors import BinrelayError, CheckpointError
+from binrelay.position import Position
 
 __all__ = [
     "Checkpoint",
     "CheckpointStore",
     "CheckpointUpdate",
-    "Position",
     "TaskLedger",
     "advance_in_transaction",
     "create_checkpoint_table",
@@ -46,20 +46,6 @@ __all__ = [
     "mark_in_flight",
     "read_checkpoint",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """A relay position at a transaction end: subdir, file and offset (which are also the
-    upstream's binlog file and offset) and the GTID set applied up to there."""
-
-    subdir: str
-    binlog_name: str
-    binlog_pos: int
-    gtid_set: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.subdir}/{self.binlog_name}:{self.binlog_pos}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +70,14 @@ DEFAULT_STORE = CheckpointStore()
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     pipeline: str
+    #: The transaction end applied up to, and the GTID set applied up to there.
     position: Position
+    gtid_set: str
     consistent: bool
     batch_id: int
-    #: The end of the batch in flight (None when consistent).
+    #: The end of the batch in flight and the GTID set there (None, "" when consistent).
     target: Position | None
+    target_gtid_set: str
     updated_at: _dt.datetime
 
 
@@ -110,11 +99,13 @@ class TaskLedger:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointUpdate:
-    """Strict mode: move ``pipeline`` from ``before`` to ``after`` with the data."""
+    """Strict mode: move ``pipeline`` from ``before`` to ``after`` (GTID set ``after_gtid_set``)
+    with the data."""
 
     pipeline: str
     before: Position
     after: Position
+    after_gtid_set: str
     store: CheckpointStore = DEFAULT_STORE
 
 
@@ -172,14 +163,20 @@ _COLUMNS = ("pipeline, relay_subdir, relay_log_name, relay_log_pos, gtid_set, co
             "updated_at")
 
 
+def _stored(pipeline: str, subdir: str, name: str, pos: int) -> Position:
+    try:
+        return Position.from_dict({"subdir": subdir, "file": name, "pos": int(pos)})
+    except BinrelayError as exc:
+        raise CheckpointError(f"pipeline {pipeline!r}: the checkpoint row holds {exc.message}",
+                              hint="the row was not written by binrelay; restore it") from exc
+
+
 def _row_to_checkpoint(row: tuple[Any, ...]) -> Checkpoint:
     (pipeline, subdir, name, pos, gtid, consistent, batch_id,
      t_subdir, t_name, t_pos, t_gtid, updated_at) = row
-    target = None
-    if t_subdir is not None:
-        target = Position(t_subdir, t_name, int(t_pos), t_gtid or "")
-    return Checkpoint(pipeline, Position(subdir, name, int(pos), gtid), bool(consistent),
-                      int(batch_id), target, updated_at.replace(tzinfo=_dt.UTC))
+    target = None if t_subdir is None else _stored(pipeline, t_subdir, t_name, t_pos)
+    return Checkpoint(pipeline, _stored(pipeline, subdir, name, pos), gtid, bool(consistent),
+                      int(batch_id), target, t_gtid or "", updated_at.replace(tzinfo=_dt.UTC))
 
 
 def _select(cur: Any, pipeline: str, store: CheckpointStore, lock: bool) -> Checkpoint | None:
@@ -206,35 +203,37 @@ def _position_sql(prefix: str) -> str:
             f"{'gtid_set' if prefix == 'relay_' else prefix + 'gtid_set'} = %s")
 
 
-def _position_params(pos: Position | None) -> tuple[Any, ...]:
+def _position_params(pos: Position | None, gtid_set: str) -> tuple[Any, ...]:
     if pos is None:
         return (None, None, None, None)
-    return (pos.subdir, pos.binlog_name, pos.binlog_pos, pos.gtid_set)
+    return (str(pos.subdir), pos.binlog_name, pos.binlog_pos, gtid_set)
 
 
-def _write(cur: Any, store: CheckpointStore, pipeline: str, position: Position,
-           consistent: bool, batch_id: int, target: Position | None) -> None:
+def _write(cur: Any, store: CheckpointStore, pipeline: str, position: Position, gtid_set: str,
+           consistent: bool, batch_id: int, target: Position | None,
+           target_gtid_set: str = "") -> None:
     table = quote_table(store.ref).replace("%", "%%")
     cur.execute(
         f"UPDATE {table} SET {_position_sql('relay_')}, master_log_name = %s,"
         f" master_log_pos = %s, consistent = %s, batch_id = %s, {_position_sql('target_')},"
         " updated_at = UTC_TIMESTAMP(6) WHERE pipeline = %s",
-        (*_position_params(position), position.binlog_name, position.binlog_pos,
-         int(consistent), batch_id, *_position_params(target), pipeline))
+        (*_position_params(position, gtid_set), position.binlog_name, position.binlog_pos,
+         int(consistent), batch_id, *_position_params(target, target_gtid_set), pipeline))
 
 
 def init_checkpoint(
-    conn: Any, pipeline: str, position: Position, store: CheckpointStore = DEFAULT_STORE,
+    conn: Any, pipeline: str, position: Position, gtid_set: str = "",
+    store: CheckpointStore = DEFAULT_STORE,
 ) -> Checkpoint:
-    """Give ``pipeline`` a checkpoint at ``position`` (consistent, batch 0) unless it has
-    one already; returns the checkpoint as it stands."""
+    """Give ``pipeline`` a checkpoint at ``position`` (GTID set ``gtid_set``; consistent,
+    batch 0) unless it has one already; returns the checkpoint as it stands."""
     table = quote_table(store.ref).replace("%", "%%")
     with conn.cursor() as cur:
         cur.execute(
             f"INSERT IGNORE INTO {table} (pipeline, relay_subdir, relay_log_name,"
             " relay_log_pos, gtid_set, master_log_name, master_log_pos, consistent, batch_id,"
             " updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, 1, 0, UTC_TIMESTAMP(6))",
-            (pipeline, *_position_params(position), position.binlog_name,
+            (pipeline, *_position_params(position, gtid_set), position.binlog_name,
              position.binlog_pos))
         found = _select(cur, pipeline, store, lock=False)
     conn.commit()
@@ -271,10 +270,11 @@ def _under_lock(conn: Any, pipeline: str, store: CheckpointStore,
 
 
 def mark_in_flight(
-    conn: Any, pipeline: str, batch_id: int, target: Position,
+    conn: Any, pipeline: str, batch_id: int, target: Position, target_gtid_set: str = "",
     store: CheckpointStore = DEFAULT_STORE, *, start: Position | None = None,
 ) -> Checkpoint:
-    """Record that batch ``batch_id`` (ending at ``target``) is being applied:
+    """Record that batch ``batch_id`` (ending at ``target``, GTID set ``target_gtid_set``
+    there) is being applied:
     ``consistent = 0``, committed. Call it before writing any data of the batch.
 
     Marking the batch already in flight again (same id and target) is a no-op: that is the
@@ -283,15 +283,14 @@ def mark_in_flight(
     of the checkpoint is stale (another process of the same pipeline moved it).
     """
     def step(cur: Any, current: Checkpoint) -> bool:
-        if start is not None and (current.position.subdir, current.position.binlog_name,
-                                  current.position.binlog_pos) != (
-                start.subdir, start.binlog_name, start.binlog_pos):
+        if start is not None and current.position != start:
             raise CheckpointError(
                 f"pipeline {pipeline!r}: the checkpoint is at {current.position}, not at"
                 f" {start} where batch {batch_id} starts",
                 hint="another sync of the same pipeline is running; run one per pipeline")
         if not current.consistent:
-            if current.batch_id == batch_id and current.target == target:
+            if current.batch_id == batch_id and current.target == target \
+                    and current.target_gtid_set == target_gtid_set:
                 return False
             raise CheckpointError(
                 f"pipeline {pipeline!r}: batch {current.batch_id} (to {current.target}) is"
@@ -300,7 +299,8 @@ def mark_in_flight(
             raise CheckpointError(
                 f"pipeline {pipeline!r}: batch {batch_id} is not after the last finished"
                 f" batch {current.batch_id}", hint="batch ids must increase")
-        _write(cur, store, pipeline, current.position, False, batch_id, target)
+        _write(cur, store, pipeline, current.position, current.gtid_set, False, batch_id,
+               target, target_gtid_set)
         return True
 
     return _under_lock(conn, pipeline, store, step)
@@ -319,19 +319,14 @@ def finish_batch(
                 f"pipeline {pipeline!r}: batch {batch_id} is not the batch in flight"
                 f" (checkpoint: batch {current.batch_id},"
                 f" {'consistent' if current.consistent else 'in flight'})")
-        _write(cur, store, pipeline, current.target, True, batch_id, None)
+        _write(cur, store, pipeline, current.target, current.target_gtid_set, True, batch_id,
+               None)
         cur.execute(
             f"DELETE FROM {quote_table(store.task_ref).replace('%', '%%')}"
             " WHERE pipeline = %s AND batch_id <= %s", (pipeline, batch_id))
         return True
 
     return _under_lock(conn, pipeline, store, step)
-
-
-def _same_place(a: Position, b: Position) -> bool:
-    # The GTID set is derived from the place; comparing the text would only add ways to
-    # disagree (set ordering, formatting).
-    return (a.subdir, a.binlog_name, a.binlog_pos) == (b.subdir, b.binlog_name, b.binlog_pos)
 
 
 def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
@@ -344,12 +339,15 @@ def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
         raise CheckpointError(
             f"pipeline {update.pipeline!r}: batch {current.batch_id} is in flight; strict"
             " mode needs a consistent checkpoint")
-    if _same_place(current.position, update.after):
+    # Places, not GTID sets: the set is derived from the place, and comparing its text
+    # would only add ways to disagree (set ordering, formatting).
+    if current.position == update.after:
         return False
-    if not _same_place(current.position, update.before):
+    if current.position != update.before:
         raise CheckpointError(
             f"pipeline {update.pipeline!r} is at {current.position}, not at {update.before}"
             " where this transaction starts",
             hint="apply transactions in relay order from the checkpoint's position")
-    _write(cur, update.store, update.pipeline, update.after, True, current.batch_id, None)
+    _write(cur, update.store, update.pipeline, update.after, update.after_gtid_set, True,
+           current.batch_id, None)
     return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
@@ -16,7 +17,7 @@ from binrelay import __version__
 from binrelay.cli.dump import dump
 from binrelay.cli.failing import reports_all_errors, reports_errors
 from binrelay.config import Config, load_config
-from binrelay.errors import ConfigError
+from binrelay.errors import BinrelayError, ConfigError
 from binrelay.logfmt import setup_logging
 
 log = logging.getLogger("binrelay")
@@ -38,16 +39,12 @@ def _load(path: str) -> Config:
 def _sync_lag(relay_dir: Path) -> Callable[[Any], int]:
     """Relay bytes after a batch's end, up to the relay's end now (for metrics and bars)."""
     from binrelay.relay.lag import relay_bytes_between
-    from binrelay.relay.layout import read_index, read_meta
-    from binrelay.relay.position import RelayPosition
+    from binrelay.relay.relaydir import durable_end
 
     def lag(report: Any) -> int:
         end = report.relay_end
-        index = read_index(relay_dir)
-        meta = read_meta(relay_dir / str(index[-1])) if index else None
-        if index and meta is not None:
-            now = RelayPosition(index[-1], meta.binlog_name, meta.binlog_pos)
-            end = max(end, now, key=lambda p: p.sort_key)
+        with contextlib.suppress(BinrelayError):  # the bar waits; the sync itself will say
+            end = max(end, durable_end(relay_dir))
         return relay_bytes_between(relay_dir, report.end, end)
 
     return lag

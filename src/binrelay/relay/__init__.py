@@ -2,5 +2,5 @@
 (``server-uuid.index``, one subdir per upstream, ``relay.meta``), and everything that reads
 such a directory whole: the chain check, readers, purge, recovery, status.
 
-May import: binlog, upstream, config, errors, gtid, metrics, _speedups.
+May import: binlog, upstream, config, errors, gtid, metrics, position, _speedups.
 """

@@ -28,7 +28,8 @@ from pathlib import Path
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import HEADER as _HEADER
 from binrelay.errors import RelayDirError
-from binrelay.relay.layout import SubdirName, binlog_sort_key, list_binlogs, read_index
+from binrelay.position import SubdirName, binlog_sort_key
+from binrelay.relay.layout import list_binlogs, read_index
 from binrelay.relay.scan import read_fde
 
 __all__ = ["GAP_HINT", "check_files", "check_handover", "check_relay_dir", "check_subdirs"]

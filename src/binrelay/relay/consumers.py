@@ -20,8 +20,8 @@ from pathlib import Path
 import tomli_w
 
 from binrelay.errors import RelayDirError
+from binrelay.position import Position
 from binrelay.relay.layout import make_dir, write_atomic
-from binrelay.relay.position import RelayPosition
 
 CONSUMERS_DIRNAME = "consumers"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -30,7 +30,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 @dataclass(frozen=True)
 class Consumer:
     name: str
-    position: RelayPosition
+    position: Position
     updated: datetime
     pid: int | None = None
     #: The last error the consumer rode out (e.g. a lost downstream), and when.
@@ -54,7 +54,7 @@ def check_name(name: str) -> str:
     return name
 
 
-def register(relay_dir: Path, name: str, position: RelayPosition, *,
+def register(relay_dir: Path, name: str, position: Position, *,
              last_error: tuple[str, float] | None = None) -> Consumer:
     """Record (or move) ``name``'s safe position durably; ``last_error``: the last error it
     rode out (text, epoch seconds), shown by ``status``."""
@@ -105,7 +105,7 @@ def list_consumers(relay_dir: Path) -> list[Consumer]:
                 updated = updated.replace(tzinfo=UTC)
             pid = data.get("pid")
             error_at = data.get("last_error_at")
-            out.append(Consumer(str(data["name"]), RelayPosition.from_dict(data), updated,
+            out.append(Consumer(str(data["name"]), Position.from_dict(data), updated,
                                 pid if isinstance(pid, int) else None,
                                 str(data.get("last_error", "")),
                                 error_at if isinstance(error_at, datetime) else None))

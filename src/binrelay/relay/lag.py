@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.errors import BinrelayError
-from binrelay.relay.layout import binlog_sort_key, list_binlogs, read_index
-from binrelay.relay.position import RelayPosition
+from binrelay.position import Position, binlog_sort_key
+from binrelay.relay.layout import list_binlogs, read_index
 from binrelay.upstream.client import UpstreamSession
 
 
@@ -72,7 +72,7 @@ def bytes_behind(binlogs: Sequence[tuple[str, int]], upstream: tuple[str, int],
     return total
 
 
-def relay_bytes_between(relay_dir: Path, start: RelayPosition, end: RelayPosition) -> int:
+def relay_bytes_between(relay_dir: Path, start: Position, end: Position) -> int:
     """Relay bytes from ``start`` to ``end`` (0 when ``end`` is not after ``start``): how far
     a consumer at ``start`` is behind a relay that has got to ``end``."""
     if end.sort_key <= start.sort_key:

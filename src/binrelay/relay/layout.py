@@ -18,7 +18,6 @@ import contextlib
 import fcntl
 import itertools
 import os
-import re
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,53 +26,12 @@ from pathlib import Path
 import tomli_w
 
 from binrelay.errors import RelayDirError
+from binrelay.position import SubdirName, binlog_sort_key, is_binlog_name
 
 INDEX_FILENAME = "server-uuid.index"
 META_FILENAME = "relay.meta"
 FILE_MODE = 0o600
 DIR_MODE = 0o700
-
-_SUBDIR_RE = re.compile(r"^(?P<identity>.+)\.(?P<seq>\d{6})$")
-_BINLOG_RE = re.compile(r"^(?P<base>.+)\.(?P<seq>\d+)$")
-
-
-# --- names -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, order=True)
-class SubdirName:
-    seq: int
-    identity: str
-
-    @classmethod
-    def parse(cls, name: str) -> SubdirName:
-        m = _SUBDIR_RE.match(name)
-        if not m:
-            raise RelayDirError(f"{name!r} is not a relay subdir name (<uuid>.<6 digits>)")
-        return cls(seq=int(m["seq"]), identity=m["identity"])
-
-    def __str__(self) -> str:
-        return f"{self.identity}.{self.seq:06d}"
-
-
-def binlog_seq(name: str) -> int:
-    m = _BINLOG_RE.match(name)
-    if not m:
-        raise RelayDirError(f"{name!r} is not a binlog file name (<base>.<number>)")
-    return int(m["seq"])
-
-
-def is_binlog_name(name: str) -> bool:
-    return bool(_BINLOG_RE.match(name)) and name != META_FILENAME
-
-
-def binlog_sort_key(name: str) -> tuple[str, int]:
-    """Binlog names compare by number, so mysql-bin.999999 < mysql-bin.1000000."""
-    m = _BINLOG_RE.match(name)
-    if not m:
-        raise RelayDirError(f"{name!r} is not a binlog file name (<base>.<number>)")
-    return m["base"], int(m["seq"])
-
 
 # --- durable file operations ---------------------------------------------------------------
 

@@ -31,19 +31,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.errors import BinrelayError
+from binrelay.position import Position, SubdirName, binlog_sort_key
 from binrelay.relay.chain import check_relay_dir
 from binrelay.relay.consumers import Consumer, list_consumers, oldest
 from binrelay.relay.layout import (
-    SubdirName,
-    binlog_sort_key,
     fsync_dir,
     index_lock,
     list_binlogs,
     read_index,
-    read_meta,
     write_index,
 )
-from binrelay.relay.position import RelayPosition
+from binrelay.relay.relaydir import durable_end
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +74,7 @@ class RelayState:
 
     subdirs: tuple[SubdirName, ...]
     files: tuple[RelayFile, ...]  # in relay order
-    active: RelayPosition  # the last subdir's relay.meta
+    active: Position  # the last subdir's relay.meta
 
     @property
     def active_key(self) -> tuple[int, tuple[str, int]]:
@@ -99,10 +97,8 @@ class PurgePlan:
 
 
 def read_state(relay_dir: Path) -> RelayState:
-    index = read_index(relay_dir)
-    if not index:
-        raise PurgeError(f"{relay_dir} holds no relay log (no server-uuid.index)",
-                         hint="check relay-dir")
+    active = durable_end(relay_dir)
+    index = read_index(relay_dir) or []
     # What is safe to remove is judged by consumers' positions along the chain: a chain
     # with a gap cannot be judged.
     check_relay_dir(relay_dir)
@@ -114,12 +110,7 @@ def read_state(relay_dir: Path) -> RelayState:
             except FileNotFoundError:
                 continue
             files.append(RelayFile(subdir, name, st.st_size, st.st_mtime))
-    meta = read_meta(relay_dir / str(index[-1]))
-    if meta is None:
-        raise PurgeError(f"{relay_dir / str(index[-1])} has no relay.meta",
-                         hint="start the relay once to repair the relay dir")
-    return RelayState(tuple(index), tuple(files), RelayPosition(index[-1], meta.binlog_name,
-                                                                meta.binlog_pos))
+    return RelayState(tuple(index), tuple(files), active)
 
 
 # --- planning (pure) ------------------------------------------------------------------------

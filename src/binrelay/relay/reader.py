@@ -38,16 +38,10 @@ from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import TxnTracker, needs_query_prefix
 from binrelay.errors import BinlogFormatError, GtidError, IncompleteEventError, RelayDirError
 from binrelay.gtid import GtidSet, MariaGtid, MariaGtidSet, MysqlGtidSet, parse_gtid_set
+from binrelay.position import Position, SubdirName, binlog_sort_key
 from binrelay.relay.chain import GAP_HINT, check_handover, check_subdirs
-from binrelay.relay.layout import (
-    RelayMeta,
-    SubdirName,
-    binlog_sort_key,
-    list_binlogs,
-    read_index,
-    read_meta,
-)
-from binrelay.relay.position import RelayPosition
+from binrelay.relay.layout import RelayMeta, list_binlogs, read_index, read_meta
+from binrelay.relay.relaydir import earliest
 from binrelay.relay.scan import read_fde
 from binrelay.relay.watch import ChangeWaiter
 
@@ -73,12 +67,12 @@ class RelayEvent:
     def event_type(self) -> int:
         return self.raw[4]
 
-    def position_after(self) -> RelayPosition:
-        return RelayPosition(self.subdir, self.file, self.end)
+    def position_after(self) -> Position:
+        return Position(self.subdir, self.file, self.end)
 
 
 class RelayReader:
-    def __init__(self, relay_dir: Path, start: RelayPosition | None = None, *,
+    def __init__(self, relay_dir: Path, start: Position | None = None, *,
                  follow: bool = False, wait_timeout: float = 1.0,
                  should_stop: Callable[[], bool] | None = None,
                  use_inotify: bool = True) -> None:
@@ -107,17 +101,6 @@ class RelayReader:
             raise RelayDirError(f"{self.relay_dir / str(subdir)} has no relay.meta")
         return meta
 
-    def _first_position(self) -> RelayPosition:
-        index = self._index()
-        for subdir in index:
-            files = list_binlogs(self.relay_dir / str(subdir))
-            if files:
-                return RelayPosition(subdir, files[0], 4)
-        if not index:
-            raise RelayDirError(f"{self.relay_dir}/server-uuid.index is empty")
-        meta = self._meta(index[-1])
-        return RelayPosition(index[-1], meta.binlog_name, 4)
-
     # --- reading ----------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[RelayEvent]:
@@ -141,7 +124,7 @@ class RelayReader:
 
     def events(self) -> Iterator[RelayEvent]:
         check_subdirs(self.relay_dir)
-        pos = self.start or self._first_position()
+        pos = self.start or earliest(self.relay_dir)
         subdir, name, offset = pos.subdir, pos.binlog_name, pos.binlog_pos
         try:
             while True:
@@ -266,18 +249,18 @@ class RelayReader:
 # --- starting from a GTID set ------------------------------------------------------------------
 
 
-def position_for_gtids(relay_dir: Path, gtids: str, flavor: str) -> RelayPosition:
+def position_for_gtids(relay_dir: Path, gtids: str, flavor: str) -> Position:
     """The start of the relay file from which reading must begin to see every transaction
     not in ``gtids``: the last file whose starting GTID set (its GTID_LIST / Previous_gtids,
     seen through the first events) is contained in ``gtids``."""
     wanted = parse_gtid_set(gtids, flavor)
     index = read_index(relay_dir) or []
-    best: RelayPosition | None = None
+    best: Position | None = None
     for subdir in index:
         for name in list_binlogs(relay_dir / str(subdir)):
             start = _file_start_gtids(relay_dir / str(subdir) / name)
             if start is None or _contains(wanted, start):
-                best = RelayPosition(subdir, name, 4)
+                best = Position(subdir, name, 4)
     if best is None:
         raise RelayPurgedError(f"no relay file starts at or before GTID set {gtids!r}")
     return best

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.errors import RelayDirError
-from binrelay.relay.layout import RelayMeta, binlog_sort_key, list_binlogs, write_meta
+from binrelay.position import binlog_sort_key
+from binrelay.relay.layout import RelayMeta, list_binlogs, write_meta
 from binrelay.relay.scan import scan_file
 
 log = logging.getLogger(__name__)

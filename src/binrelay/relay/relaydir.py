@@ -1,4 +1,5 @@
-"""The relay directory as a whole: its index of subdirs, opened, checked and extended.
+"""The relay directory as a whole: its index of subdirs, opened, checked and extended; where
+its readable range begins (``earliest``) and ends (``durable_end``).
 
 Order of a new subdir's creation (each step atomic): mkdir, write its relay.meta, rewrite
 server-uuid.index.  A crash before the index names the subdir leaves an orphan directory
@@ -14,10 +15,11 @@ import shutil
 from pathlib import Path
 
 from binrelay.errors import RelayDirError
+from binrelay.position import Position, SubdirName
+from binrelay.relay.chain import check_subdirs
 from binrelay.relay.layout import (
     META_FILENAME,
     RelayMeta,
-    SubdirName,
     index_lock,
     list_binlogs,
     make_dir,
@@ -105,3 +107,28 @@ class RelayDir:
             self.subdirs.append(name)
         log.info("relaying upstream %s into new subdir %s", identity, name)
         return name
+
+
+def durable_end(root: Path) -> Position:
+    """The end of what the relay has made durable, the last subdir's relay.meta: readers stop
+    there, a sync applies up to it, purge never passes it.  The subdirs are checked first (a
+    missing or unlisted one is a gap, never stepped over)."""
+    index = read_index(root)
+    if not index:
+        raise RelayDirError(f"{root} holds no relay log (no server-uuid.index)",
+                            hint="start `binrelay relay` first, or check relay-dir")
+    check_subdirs(root, index)
+    meta = read_meta(root / str(index[-1]))
+    if meta is None:
+        raise RelayDirError(f"{root / str(index[-1])} has no relay.meta",
+                            hint="start the relay once to repair the relay dir")
+    return Position(index[-1], meta.binlog_name, meta.binlog_pos)
+
+
+def earliest(root: Path) -> Position:
+    """The first position the relay dir still holds: its oldest file's first event."""
+    for subdir in read_index(root) or []:
+        files = list_binlogs(root / str(subdir))
+        if files:
+            return Position(subdir, files[0], 4)
+    return durable_end(root)

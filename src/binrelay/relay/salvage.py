@@ -26,17 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from binrelay.errors import BinlogPurgedError, RelayDirError
+from binrelay.position import SubdirName, binlog_sort_key
 from binrelay.relay import consumers
 from binrelay.relay.chain import check_handover
-from binrelay.relay.layout import (
-    DIR_MODE,
-    RelayMeta,
-    SubdirName,
-    binlog_sort_key,
-    fsync_dir,
-    list_binlogs,
-    write_meta,
-)
+from binrelay.relay.layout import DIR_MODE, RelayMeta, fsync_dir, list_binlogs, write_meta
 from binrelay.relay.scan import scan_file
 
 log = logging.getLogger(__name__)

@@ -42,8 +42,9 @@ from binrelay.errors import (
 )
 from binrelay.gtid import MariaGtidSet, MysqlGtidSet, parse_gtid_set
 from binrelay.metrics import RelayFigures
+from binrelay.position import Position, binlog_sort_key
 from binrelay.relay import consumers
-from binrelay.relay.layout import INDEX_FILENAME, RelayMeta, binlog_sort_key, list_binlogs
+from binrelay.relay.layout import INDEX_FILENAME, RelayMeta, list_binlogs
 from binrelay.relay.livestatus import (
     CONNECTING,
     DISK_FULL,
@@ -53,7 +54,6 @@ from binrelay.relay.livestatus import (
     RelayLiveStatus,
 )
 from binrelay.relay.monitor import RelayMonitor
-from binrelay.relay.position import RelayPosition
 from binrelay.relay.purge import purge_auto
 from binrelay.relay.recovery import recover_subdir
 from binrelay.relay.relaydir import RelayDir
@@ -398,7 +398,7 @@ class RelayService:
             meta = None
         if current is None or meta is None or not meta.binlog_name:
             return ()
-        return RelayPosition(current, meta.binlog_name, meta.binlog_pos).sort_key
+        return Position(current, meta.binlog_name, meta.binlog_pos).sort_key
 
     # --- recovery ------------------------------------------------------------------------------
 
@@ -517,7 +517,7 @@ class RelayService:
             gtids = carried_gtids
         subdir = self.relay_dir.add_subdir(info.identity, RelayMeta(name, 4, gtids))
         if current is None and self.config.sync_configured:
-            self._hold_for_sync(RelayPosition(subdir, name, 4))
+            self._hold_for_sync(Position(subdir, name, 4))
         meta = self.relay_dir.meta(subdir)
         assert meta is not None
         return subdir, meta
@@ -550,7 +550,7 @@ class RelayService:
             f"{who}'s GTID set {executed or '(empty)'} does not contain the relayed {relayed}:"
             " it lacks transactions the relay holds")
 
-    def _hold_for_sync(self, first: RelayPosition) -> None:
+    def _hold_for_sync(self, first: Position) -> None:
         """A new relay dir whose config names a sync pipeline: register that pipeline as a
         consumer at the very first position, so that no purge (a low ``remain-space`` in
         particular) removes what the sync will need before it first runs and registers

@@ -36,16 +36,10 @@ from binrelay.errors import (
     RelayConflictError,
     RelayDirError,
 )
+from binrelay.position import binlog_sort_key
 from binrelay.relay.decide import SPECIAL_TYPES, Action, decide
 from binrelay.relay.hotloop import BORING, take_run
-from binrelay.relay.layout import (
-    FILE_MODE,
-    RelayMeta,
-    binlog_sort_key,
-    fsync_dir,
-    read_meta,
-    write_meta,
-)
+from binrelay.relay.layout import FILE_MODE, RelayMeta, fsync_dir, read_meta, write_meta
 from binrelay.relay.progress import Progress
 from binrelay.relay.scan import read_fde
 

@@ -46,7 +46,7 @@ from binrelay.apply.plan import (
     partition_of,
 )
 from binrelay.errors import ChangeError
-from binrelay.relay.layout import SubdirName, binlog_sort_key
+from binrelay.position import SubdirName, binlog_sort_key
 from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F
 from binrelay.spark.changes import image_params, to_param
 from binrelay.spark.decode import numbered_changes

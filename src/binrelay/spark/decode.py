@@ -18,14 +18,13 @@ from binrelay.binlog.bytes import U32
 from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import is_transaction_control
 from binrelay.errors import BinlogFormatError, RelayDirError
-from binrelay.relay.layout import SubdirName
-from binrelay.relay.position import RelayPosition
+from binrelay.relay.relaydir import durable_end
 from binrelay.relay.scan import read_fde
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
 from binrelay.rows.scanner import ChangeScanner
 from binrelay.spark.changes import RowBuilder
-from binrelay.spark.planning import Segment, durable_end, xa_outcome
+from binrelay.spark.planning import Segment, xa_outcome
 
 _CHUNK = 8 << 20
 _BATCH_ROWS = 8192
@@ -71,7 +70,7 @@ def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
 def xa_committed(relay_dir: Path, segment: Segment) -> bool:
     """Whether the prepared XA transaction of an "xa" segment was committed upstream;
     refuses to guess while its outcome is not relayed."""
-    after = RelayPosition(SubdirName.parse(segment.subdir), segment.file, segment.stop)
+    after = segment.position(segment.stop)
     outcome = xa_outcome(relay_dir, after, durable_end(relay_dir), segment.xid)
     if outcome is None:
         raise RelayDirError(

@@ -13,21 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from binrelay.binlog.framing import iter_events
 from binrelay.errors import ConfigError, GtidError, RelayDirError
 from binrelay.gtid import GtidSet, parse_gtid_set
+from binrelay.position import Position, SubdirName, binlog_sort_key
 from binrelay.relay.chain import check_handover, check_subdirs
-from binrelay.relay.layout import (
-    SubdirName,
-    binlog_sort_key,
-    list_binlogs,
-    read_index,
-    read_meta,
-)
-from binrelay.relay.position import RelayPosition
+from binrelay.relay.layout import list_binlogs, read_index, read_meta
 from binrelay.relay.progress import Progress
+from binrelay.relay.relaydir import durable_end, earliest
 from binrelay.relay.scan import read_fde
 from binrelay.relay.txnscan import (
     BARRIERS,
@@ -40,40 +34,6 @@ from binrelay.relay.txnscan import (
     TxnEnd,
     transaction_ends,
 )
-
-
-def to_offset(pos: RelayPosition) -> dict[str, Any]:
-    return {"subdir": str(pos.subdir), "file": pos.binlog_name, "pos": pos.binlog_pos}
-
-
-def from_offset(offset: dict[str, Any]) -> RelayPosition:
-    try:
-        return RelayPosition(SubdirName.parse(str(offset["subdir"])), str(offset["file"]),
-                             int(offset["pos"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RelayDirError(f"not a relay offset: {offset!r}",
-                            hint='an offset looks like {"subdir": "0-1.000001", '
-                                 '"file": "mysql-bin.000001", "pos": 4}') from exc
-
-
-def durable_end(relay_dir: Path) -> RelayPosition:
-    index = read_index(relay_dir)
-    if not index:
-        raise RelayDirError(f"{relay_dir} holds no relay log (no server-uuid.index)",
-                            hint="start `binrelay relay` first, or check relay-dir")
-    check_subdirs(relay_dir, index)
-    meta = read_meta(relay_dir / str(index[-1]))
-    if meta is None:
-        raise RelayDirError(f"{relay_dir / str(index[-1])} has no relay.meta")
-    return RelayPosition(index[-1], meta.binlog_name, meta.binlog_pos)
-
-
-def earliest(relay_dir: Path) -> RelayPosition:
-    for subdir in read_index(relay_dir) or []:
-        files = list_binlogs(relay_dir / str(subdir))
-        if files:
-            return RelayPosition(subdir, files[0], 4)
-    return durable_end(relay_dir)
 
 
 @dataclass(frozen=True)
@@ -93,7 +53,7 @@ class Span:
         return str(self.subdir), self.file
 
 
-def spans(relay_dir: Path, start: RelayPosition, end: RelayPosition) -> list[Span]:
+def spans(relay_dir: Path, start: Position, end: Position) -> list[Span]:
     """The relay files from ``start`` to ``end``, each proven to follow the one before it
     (``relay.chain``): a gap in the relay stops the reader instead of being stepped over."""
     index = read_index(relay_dir) or []
@@ -133,9 +93,9 @@ def spans(relay_dir: Path, start: RelayPosition, end: RelayPosition) -> list[Spa
     return out
 
 
-def advance(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
+def advance(relay_dir: Path, start: Position, end: Position, *,
             max_bytes: int | None = None, max_transactions: int | None = None,
-            ddl_barrier: bool = True) -> RelayPosition:
+            ddl_barrier: bool = True) -> Position:
     """The furthest offset after ``start`` and not past ``end`` within the limits.
 
     With ``ddl_barrier`` a batch stops before a DDL, or holds only that DDL when it comes
@@ -145,11 +105,11 @@ def advance(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
                       max_transactions=max_transactions, ddl_barrier=ddl_barrier)[0]
 
 
-def next_batch(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
+def next_batch(relay_dir: Path, start: Position, end: Position, *,
                max_bytes: int | None = None, max_transactions: int | None = None,
                ddl_barrier: bool = True, target_bytes: int = 16 << 20,
                gtids: list[str] | None = None,
-               ) -> tuple[RelayPosition, list[Segment]]:
+               ) -> tuple[Position, list[Segment]]:
     """:func:`advance` and :func:`plan_partitions` of its range in one scan of the relay.
 
     ``gtids``, when given, receives the GTIDs of the batch's transactions in relay order.
@@ -175,11 +135,11 @@ def next_batch(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
             if ddl_barrier and txn.kind in BARRIERS:
                 if not moved:
                     if txn.kind == XA_PREPARE and xa_outcome(
-                            relay_dir, RelayPosition(span.subdir, span.file, txn.end), end,
+                            relay_dir, Position(span.subdir, span.file, txn.end), end,
                             txn.xid) is None:
                         return start, []
                     accepted.append(txn)
-                    last = RelayPosition(span.subdir, span.file, txn.end)
+                    last = Position(span.subdir, span.file, txn.end)
                 done = True
                 break
             size = txn.end - prev
@@ -189,7 +149,7 @@ def next_batch(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
             taken_bytes += size
             prev = txn.end
             accepted.append(txn)
-            last = RelayPosition(span.subdir, span.file, txn.end)
+            last = Position(span.subdir, span.file, txn.end)
             if txn.kind == DML:
                 taken += 1
                 if max_transactions is not None and taken >= max_transactions:
@@ -203,11 +163,11 @@ def next_batch(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
         if budget is not None and ends and ends[-1].end >= budget and ends[-1].end < span.stop:
             return last, out  # the byte budget ran out inside this file
         if span.finished:
-            last = RelayPosition(span.subdir, span.file, span.stop)
+            last = Position(span.subdir, span.file, span.stop)
     return last, out
 
 
-def gtid_set_at(relay_dir: Path, pos: RelayPosition) -> str:
+def gtid_set_at(relay_dir: Path, pos: Position) -> str:
     """The GTID set of the relay at ``pos`` (a transaction end): the file's starting set
     (GTID_LIST / PREVIOUS_GTIDS) plus the GTIDs of its transactions before ``pos``."""
     path = relay_dir / str(pos.subdir) / pos.binlog_name
@@ -222,7 +182,7 @@ def gtid_set_at(relay_dir: Path, pos: RelayPosition) -> str:
     return progress.gtid_text()
 
 
-def position_of_gtid_set(relay_dir: Path, wanted: str) -> RelayPosition:
+def position_of_gtid_set(relay_dir: Path, wanted: str) -> Position:
     """The first relay position (a transaction end, or a file start) where the GTID set
     applied is exactly ``wanted``: where a downstream that holds ``wanted`` (restored from a
     backup, loaded from a dump) starts.  MariaDB sets compare by domain and sequence number,
@@ -253,7 +213,7 @@ def position_of_gtid_set(relay_dir: Path, wanted: str) -> RelayPosition:
                     first_set = progress.gtid_text()
                 if boundary and _same(progress, want, flavor):
                     # Inside the file's header (its starting set): the file's start.
-                    return RelayPosition(span.subdir, span.file,
+                    return Position(span.subdir, span.file,
                                          4 if in_header else at + len(event))
         seen = progress.gtid_text()
     if want is not None and not _contained(first_set or "", want, flavor):
@@ -292,7 +252,7 @@ def _contained(text: str, want: GtidSet, flavor: str) -> bool:
     return want.issuperset(parse_gtid_set(text, flavor))  # type: ignore[arg-type]
 
 
-def xa_outcome(relay_dir: Path, after: RelayPosition, end: RelayPosition,
+def xa_outcome(relay_dir: Path, after: Position, end: Position,
                xid: str | None) -> bool | None:
     """Whether the XA transaction ``xid`` prepared before ``after`` was committed (True) or
     rolled back (False) in the relay up to ``end``; None when its outcome is not there yet."""
@@ -319,8 +279,11 @@ class Segment:
     #: The XA transaction id of an "xa" segment.
     xid: str | None = None
 
+    def position(self, offset: int) -> Position:
+        return Position(SubdirName.parse(self.subdir), self.file, offset)
 
-def plan_partitions(relay_dir: Path, start: RelayPosition, end: RelayPosition, *,
+
+def plan_partitions(relay_dir: Path, start: Position, end: Position, *,
                     target_bytes: int = 16 << 20) -> list[Segment]:
     out: list[Segment] = []
     for span in spans(relay_dir, start, end):

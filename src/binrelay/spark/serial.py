@@ -27,7 +27,7 @@ from binrelay.binlog.txn import (
     is_transaction_control,
 )
 from binrelay.errors import RelayDirError, UnfaithfulApplyError
-from binrelay.relay.layout import SubdirName, binlog_sort_key
+from binrelay.position import SubdirName, binlog_sort_key
 from binrelay.relay.scan import read_fde
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.events import (

@@ -36,18 +36,11 @@ from pyspark.sql.datasource import (
 )
 
 from binrelay.errors import ConfigError
+from binrelay.position import DICT_EXAMPLE, Position
 from binrelay.relay import consumers
-from binrelay.relay.position import RelayPosition
+from binrelay.relay.relaydir import durable_end, earliest
 from binrelay.spark.changes import SCHEMA_DDL
-from binrelay.spark.planning import (
-    Segment,
-    advance,
-    durable_end,
-    earliest,
-    from_offset,
-    plan_partitions,
-    to_offset,
-)
+from binrelay.spark.planning import Segment, advance, plan_partitions
 
 try:  # Spark 4.2+: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -92,17 +85,16 @@ class Options:
     def path(self) -> Path:
         return Path(self.relay_dir)
 
-    def position(self, text: str) -> RelayPosition:
+    def position(self, text: str) -> Position:
         if text == "earliest":
             return earliest(self.path)
         if text == "latest":
             return durable_end(self.path)
         try:
-            return from_offset(json.loads(text))
-        except (json.JSONDecodeError, AttributeError) as exc:
+            return Position.from_dict(json.loads(text))
+        except json.JSONDecodeError as exc:
             raise ConfigError(f"relaylog source: bad offset {text!r}",
-                              hint='use earliest, latest or {"subdir": ..., "file": ..., '
-                                   '"pos": ...}') from exc
+                              hint=f"use earliest, latest or {DICT_EXAMPLE}") from exc
 
 
 def _int(opts: dict[str, str], key: str) -> int | None:
@@ -159,12 +151,12 @@ class RelayBatchReader(DataSourceReader):
 class RelayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Options) -> None:
         self.options = options
-        self._target: RelayPosition | None = None  # Trigger.AvailableNow's end
+        self._target: Position | None = None  # Trigger.AvailableNow's end
 
     def initialOffset(self) -> dict[str, Any]:
         start = self.options.position(self.options.starting)
         self._register(start)
-        return to_offset(start)
+        return start.to_dict()
 
     def getDefaultReadLimit(self) -> Any:
         o = self.options
@@ -180,10 +172,10 @@ class RelayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any] | None = None,
                      limit: Any = None) -> dict[str, Any]:
         o = self.options
-        begin = from_offset(start) if start else o.position(o.starting)
+        begin = Position.from_dict(start) if start else o.position(o.starting)
         end = self._target or durable_end(o.path)
         if end.sort_key <= begin.sort_key:
-            return to_offset(begin)
+            return begin.to_dict()
         max_bytes = max_txns = None
         if ReadMaxBytes is not None and isinstance(limit, ReadMaxBytes):
             max_bytes = limit.max_bytes
@@ -191,23 +183,24 @@ class RelayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_txns = limit.max_rows
         elif limit is None:
             max_bytes, max_txns = o.max_bytes, o.max_transactions
-        return to_offset(advance(o.path, begin, end, max_bytes=max_bytes,
-                                 max_transactions=max_txns, ddl_barrier=o.ddl_barrier))
+        return advance(o.path, begin, end, max_bytes=max_bytes, max_transactions=max_txns,
+                       ddl_barrier=o.ddl_barrier).to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         if start == end:
             return []
         o = self.options
         return [RelayPartition(o.relay_dir, seg) for seg in plan_partitions(
-            o.path, from_offset(start), from_offset(end), target_bytes=o.partition_bytes)]
+            o.path, Position.from_dict(start), Position.from_dict(end),
+            target_bytes=o.partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RelayPartition)
         yield from read_segment(partition.relay_dir, partition.segment)
 
     def commit(self, end: dict[str, Any]) -> None:
-        self._register(from_offset(end))
+        self._register(Position.from_dict(end))
 
-    def _register(self, position: RelayPosition) -> None:
+    def _register(self, position: Position) -> None:
         if self.options.consumer:
             consumers.register(self.options.path, self.options.consumer, position)

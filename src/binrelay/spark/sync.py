@@ -34,7 +34,6 @@ from binrelay.apply.checkpoint import (
     Checkpoint,
     CheckpointStore,
     CheckpointUpdate,
-    Position,
     advance_in_transaction,
     create_checkpoint_table,
     finish_batch,
@@ -48,9 +47,9 @@ from binrelay.apply.replay import Action, SessionStatement, SkippedTriggers, rep
 from binrelay.config import Config
 from binrelay.errors import DownstreamConnectionError, UnfaithfulApplyError
 from binrelay.gtid import advance_gtid_set
+from binrelay.position import Position
 from binrelay.relay import consumers
-from binrelay.relay.layout import SubdirName
-from binrelay.relay.position import RelayPosition
+from binrelay.relay.relaydir import durable_end, earliest
 from binrelay.relay.watch import ChangeWaiter
 from binrelay.spark.compact import (
     raw_records,
@@ -60,8 +59,6 @@ from binrelay.spark.decode import xa_committed
 from binrelay.spark.failures import spark_failures, task_errors
 from binrelay.spark.planning import (
     Segment,
-    durable_end,
-    earliest,
     gtid_set_at,
     next_batch,
     plan_partitions,
@@ -80,18 +77,6 @@ from binrelay.spark.workers import warm_up
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def _position(pos: RelayPosition, gtid_set: str = "") -> Position:
-    return Position(str(pos.subdir), pos.binlog_name, pos.binlog_pos, gtid_set)
-
-
-def _where(pos: RelayPosition) -> str:
-    return f"{pos.subdir}/{pos.binlog_name}:{pos.binlog_pos}"
-
-
-def _relay_position(pos: Position) -> RelayPosition:
-    return RelayPosition(SubdirName.parse(pos.subdir), pos.binlog_name, pos.binlog_pos)
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -113,10 +98,10 @@ class BatchReport:
     pipeline: str
     batch_id: int
     kind: str  # "dml", "ddl" or "empty" (no row change nor DDL: e.g. only GTID lists)
-    start: RelayPosition
-    end: RelayPosition
+    start: Position
+    end: Position
     #: The relay's durable end when the batch was planned (progress: how far to go).
-    relay_end: RelayPosition
+    relay_end: Position
     #: Row changes read from the relay, by op ("insert", "update", "delete").
     rows_by_op: dict[str, int]
     ddl: int
@@ -225,8 +210,8 @@ class SyncPipeline:
                 wanted = self.sync.binlog_gtid
                 start = position_of_gtid_set(self.relay_dir, wanted) if wanted \
                     else earliest(self.relay_dir)
-                found = init_checkpoint(conn, self.name, _position(start, wanted), self.store)
-                log.info("new pipeline", extra={"pipeline": self.name, "start": _where(start),
+                found = init_checkpoint(conn, self.name, start, wanted, self.store)
+                log.info("new pipeline", extra={"pipeline": self.name, "start": str(start),
                                                 "gtid_set": wanted})
             elif self.sync.binlog_gtid:
                 log.info("binlog-gtid ignored: the pipeline has a checkpoint",
@@ -321,13 +306,13 @@ class SyncPipeline:
             self._downstream_back()
             with pooled_connection(self.downstream) as conn:
                 self.read_rules(conn)
-            start = _relay_position(cp.position)
-            gtid = cp.position.gtid_set or gtid_set_at(self.relay_dir, start)
+            start = cp.position
+            gtid = cp.gtid_set or gtid_set_at(self.relay_dir, start)
             batch_id = cp.batch_id
             consumers.register(self.relay_dir, self.name, start, last_error=self.last_error)
             if not cp.consistent and cp.target is not None:
-                end = _relay_position(cp.target)
-                gtid = cp.target.gtid_set
+                end = cp.target
+                gtid = cp.target_gtid_set
                 self._batch(start, end, batch_id, gtid, replayed=True)
                 start = end
             while not self.should_stop():
@@ -346,7 +331,7 @@ class SyncPipeline:
                     # A prepared XA transaction whose outcome is not relayed yet.
                     if not blocked:
                         log.info("waiting for the outcome of a prepared XA transaction",
-                                 extra={"pipeline": self.name, "at": _where(start)})
+                                 extra={"pipeline": self.name, "at": str(start)})
                         blocked = True
                     if until_caught_up:
                         break
@@ -362,15 +347,15 @@ class SyncPipeline:
             if waiter is not None:
                 waiter.close()
 
-    def _wait(self, waiter: ChangeWaiter | None, end: RelayPosition) -> ChangeWaiter:
+    def _wait(self, waiter: ChangeWaiter | None, end: Position) -> ChangeWaiter:
         """Sleep until the relay writes more (or a second passes)."""
         waiter = waiter or ChangeWaiter(self.relay_dir)
         waiter.watch(self.relay_dir / str(end.subdir))
         waiter.wait(1.0)
         return waiter
 
-    def _batch(self, start: RelayPosition, end: RelayPosition, batch_id: int, gtid: str, *,
-               relay_end: RelayPosition | None = None, replayed: bool = False,
+    def _batch(self, start: Position, end: Position, batch_id: int, gtid: str, *,
+               relay_end: Position | None = None, replayed: bool = False,
                segments: list[Segment] | None = None) -> None:
         started = time.monotonic()
         if segments is None:
@@ -379,15 +364,14 @@ class SyncPipeline:
         rows_by_op: dict[str, int] = {}
         ddl_before = self.stats.ddl
         spark_seconds = 0.0
-        reached = _position(start)
+        reached = start
         relay_bytes = sum(s.stop - s.start for s in segments)
         if self.sync.mode == "strict" and not replayed and all(
                 s.kind == "dml" for s in segments):
             rows_by_op, reached = self._strict(segments)
             segments = []
         with pooled_connection(self.downstream) as conn:
-            mark_in_flight(conn, self.name, batch_id, _position(end, gtid), self.store,
-                           start=reached)
+            mark_in_flight(conn, self.name, batch_id, end, gtid, self.store, start=reached)
             barrier = [s for s in segments if s.kind != "dml"]
             if barrier:
                 journal = replace(self.journal, batch_id=batch_id)
@@ -416,7 +400,7 @@ class SyncPipeline:
             seconds=time.monotonic() - started, replayed=replayed)
         log.info("batch applied", extra={
             "pipeline": self.name, "batch": batch_id, "kind": report.kind,
-            "start": _where(start), "end": _where(end), "rows": report.changes,
+            "start": str(start), "end": str(end), "rows": report.changes,
             "ddl": report.ddl, "bytes": report.relay_bytes,
             "seconds": round(report.seconds, 3), "spark_seconds": round(spark_seconds, 3),
             "replayed": replayed})
@@ -432,20 +416,20 @@ class SyncPipeline:
         with pooled_connection(self.downstream) as conn:
             cp = read_checkpoint(conn, self.name, self.store)
             assert cp is not None
-            current = cp.position
+            current, current_gtids = cp.position, cp.gtid_set
             for segment in segments:
                 for end_off, gtid, actions in segment_actions(self.relay_dir, segment,
                                                               self.rules):
-                    after = Position(segment.subdir, segment.file, end_off,
-                                     advance_gtid_set(current.gtid_set,
-                                                      [gtid] if gtid else []))
-                    update = CheckpointUpdate(self.name, current, after, self.store)
+                    after = segment.position(end_off)
+                    after_gtids = advance_gtid_set(current_gtids, [gtid] if gtid else [])
+                    update = CheckpointUpdate(self.name, current, after, after_gtids,
+                                              self.store)
                     with conn.cursor() as cur:
                         fresh = advance_in_transaction(cur, update)
                     if fresh:
                         self._replay(conn, actions, rows_by_op)
                     conn.commit()
-                    current = after
+                    current, current_gtids = after, after_gtids
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op, current
 
@@ -459,7 +443,7 @@ class SyncPipeline:
             if segment.kind == "xa" and not xa_committed(self.relay_dir, segment):
                 log.info("XA transaction rolled back upstream: not applied",
                          extra={"xid": segment.xid,
-                                "at": f"{segment.subdir}/{segment.file}:{segment.start}"})
+                                "at": str(segment.position(segment.start))})
                 continue
             for _end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules):
                 self._replay(conn, actions, rows_by_op, journal)

@@ -17,6 +17,7 @@ Everything is removed at the end unless ``keep`` is set.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import signal
@@ -33,6 +34,7 @@ import tomli_w
 
 from binrelay.errors import BinrelayError
 from binrelay.relay.layout import list_binlogs, read_index, read_meta
+from binrelay.relay.relaydir import durable_end
 from binrelay.relay.verify import compare_subdir
 from binrelay.testing.sandbox import (
     REPL_PASSWORD,
@@ -105,9 +107,10 @@ def _wait_caught_up(relay_dir: Path, server: MariaDBServer, relay: subprocess.Po
     while time.monotonic() < deadline:
         if relay.poll() is not None:
             raise DemoFailed(f"the relay exited with status {relay.returncode}")
-        index = read_index(relay_dir) or []
-        meta = read_meta(relay_dir / str(index[-1])) if index else None
-        if meta is not None and (meta.binlog_name, meta.binlog_pos) == server.master_status():
+        end = None
+        with contextlib.suppress(BinrelayError):  # not yet begun
+            end = durable_end(relay_dir)
+        if end is not None and (end.binlog_name, end.binlog_pos) == server.master_status():
             steady_since = steady_since or time.monotonic()
             # MariaDB appends a Binlog_checkpoint event on its own shortly after a rotation.
             if time.monotonic() - steady_since > 1.5:
