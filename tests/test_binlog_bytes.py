@@ -13,6 +13,7 @@ import pytest
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import (
     HEADER,
+    MARIA_GTID,
     TYPE_SIZE,
     U32,
     LenencError,
@@ -172,13 +173,14 @@ def test_uuid_text_wants_16_bytes(n: int) -> None:
 
 def test_the_copies_are_gone() -> None:
     """The modules that had their own copies now share these objects."""
-    from binrelay.binlog import events, framing
-    from binrelay.relay import chain, hotloop, scan, txnscan, writer
+    from binrelay.binlog import framing, parse
+    from binrelay.relay import chain, hotloop, progress, scan, txnscan, writer
     from binrelay.rows import decoder, mariadb_types, scanner, walk
     from binrelay.spark import decode
 
-    for mod in (events, framing, decoder, hotloop, chain, writer, scan, decode):
+    for mod in (parse, framing, decoder, hotloop, chain, writer, scan, decode):
         assert mod._HEADER is HEADER, mod.__name__
     for mod in (walk, scanner, txnscan):
         assert mod._TYPE_SIZE is TYPE_SIZE, mod.__name__
     assert mariadb_types.uuid_text is uuid_text
+    assert progress.MARIA_GTID is parse.MARIA_GTID is MARIA_GTID

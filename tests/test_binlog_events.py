@@ -17,9 +17,8 @@ from binlog_builder import REAL_MARIADB_10_11 as REAL
 from binrelay.binlog import constants as c
 from binrelay.binlog.build import with_crc
 from binrelay.binlog.bytes import HEADER
-from binrelay.binlog.events import (
-    EventHeader,
-    FormatDescription,
+from binrelay.binlog.events import EventHeader, FormatDescription
+from binrelay.binlog.parse import (
     crc32_ok,
     fde_crc32_ok,
     parse_format_description,
@@ -385,7 +384,8 @@ def test_parse_rotate_zongji_packets() -> None:
     assert (nxt.next_file, nxt.position, nxt.fake) == ("mysql-bin.000002", 4, True)
     data = cap("zongji/binlog-mysql84.events.bin")
     (_, real), = events_of_type(data, c.ROTATE_EVENT)
-    assert parse_rotate(real, 4) == type(r)(4, "mysql-bin.000002", False)
+    rotate = parse_rotate(real, 4)
+    assert (rotate.position, rotate.next_file, rotate.fake) == (4, "mysql-bin.000002", False)
 
 
 @pytest.mark.parametrize(("rel", "name"), [
@@ -401,10 +401,10 @@ def test_parse_rotate_captures(rel: str, name: str) -> None:
 
 
 def test_parse_rotate_truncated() -> None:
-    with pytest.raises(BinlogFormatError, match="ROTATE_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="ROTATE_EVENT: truncated"):
         parse_rotate(REAL["rotate"][:-1], 4)
     short = bb.event(c.ROTATE_EVENT, b"\x04\0\0\0", log_pos=0, checksum=True)
-    with pytest.raises(BinlogFormatError, match="ROTATE_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="ROTATE_EVENT: truncated"):
         parse_rotate(short, 4)
     # Without a name the Rotate is still whole: position only.
     bare = bb.event(c.ROTATE_EVENT, struct.pack("<Q", 4), log_pos=0, checksum=False)
@@ -438,13 +438,13 @@ def test_query_text_prefix_empty_statement() -> None:
 def test_query_text_prefix_truncated() -> None:
     ev = bb.event(c.QUERY_EVENT, bb.query_body("BEGIN", db="app", status_vars=b"\0" * 10),
                   log_pos=0, checksum=False)
-    with pytest.raises(BinlogFormatError, match="QUERY_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="QUERY_EVENT: truncated"):
         query_text_prefix(ev[:19 + 12], 0)
     # Status vars and db name run past the end.
-    with pytest.raises(BinlogFormatError, match="QUERY_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="QUERY_EVENT: truncated"):
         query_text_prefix(ev[:19 + 13 + 5], 0)
     # The checksum is not part of the statement: counting it in would read past the end.
-    with pytest.raises(BinlogFormatError, match="QUERY_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="QUERY_EVENT: truncated"):
         query_text_prefix(ev[:19 + 13 + 10 + 3 + 1], 4)
 
 
@@ -506,7 +506,7 @@ def test_parse_maria_gtid_builder(seq: int, domain: int, server_id: int, flags: 
 
 
 def test_parse_maria_gtid_truncated() -> None:
-    with pytest.raises(BinlogFormatError, match="GTID_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="GTID_EVENT: truncated"):
         parse_maria_gtid(REAL["gtid_ddl"][:19 + 12])
     # Seq, domain and flags are all it needs.
     assert parse_maria_gtid(REAL["gtid_ddl"][:19 + 13]).seq_no == 1
@@ -536,16 +536,16 @@ def test_parse_maria_gtid_list_ignores_flag_bits_of_the_count() -> None:
 def test_parse_maria_gtid_list_truncated() -> None:
     ev = bb.event(c.GTID_LIST_EVENT, bb.gtid_list_body([(0, 1, 5), (1, 1, 6)]), log_pos=0,
                   checksum=True)
-    with pytest.raises(BinlogFormatError, match="GTID_LIST_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="GTID_LIST_EVENT: truncated"):
         parse_maria_gtid_list(ev[:-5], 4)
-    with pytest.raises(BinlogFormatError, match="GTID_LIST_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="GTID_LIST_EVENT: truncated"):
         parse_maria_gtid_list(ev[:19 + 3], 0)
     # Read as if it had a checksum when it has none: the last entry overlaps the CRC.
     no_crc = ev[:-4]
-    with pytest.raises(BinlogFormatError, match="GTID_LIST_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="GTID_LIST_EVENT: truncated"):
         parse_maria_gtid_list(no_crc, 4)
     huge = bb.event(c.GTID_LIST_EVENT, struct.pack("<I", 0x0FFFFFFF), log_pos=0, checksum=False)
-    with pytest.raises(BinlogFormatError, match="GTID_LIST_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="GTID_LIST_EVENT: truncated"):
         parse_maria_gtid_list(huge, 0)
 
 
@@ -609,7 +609,7 @@ def test_parse_mysql_gtid_rejects_impossible_numbers(gno: int) -> None:
 def test_parse_mysql_gtid_truncated() -> None:
     ev = bb.event(c.GTID_LOG_EVENT, bb.mysql_gtid_body(UUID, 5), log_pos=0, checksum=False)
     assert parse_mysql_gtid(ev[:19 + 25]).gno == 5
-    with pytest.raises(BinlogFormatError, match="GTID_LOG_EVENT truncated"):
+    with pytest.raises(BinlogFormatError, match="GTID_LOG_EVENT: truncated"):
         parse_mysql_gtid(ev[:19 + 24])
 
 
@@ -840,3 +840,12 @@ def test_the_encoders_post_header_tables_have_the_servers_lengths() -> None:
 
     assert len(MARIADB_10_11_POST_HEADERS) == 171 and MARIADB_10_11_POST_HEADERS[161] == 19
     assert len(MYSQL_8_0_POST_HEADERS) == 41
+
+
+def test_every_event_type_has_its_own_name() -> None:
+    # A dump flag shares QUERY_EVENT's value: errors must still say QUERY_EVENT.
+    assert c.event_type_name(c.QUERY_EVENT) == "QUERY_EVENT"
+    values = [v for n, v in vars(c).items() if n.endswith("_EVENT")]
+    names = [n for n in dir(c) if n.endswith("_EVENT") and not n.startswith("BINLOG_SEND_")
+             and values.count(getattr(c, n)) == 1]
+    assert names and all(c.event_type_name(getattr(c, n)) == n for n in names)

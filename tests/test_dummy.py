@@ -14,7 +14,7 @@ import pytest
 import binlog_builder as bb
 from binrelay.binlog import constants as c
 from binrelay.binlog.dummy import dummy_event, min_dummy_size
-from binrelay.binlog.events import crc32_ok, parse_header, query_text_prefix, verify_checksum
+from binrelay.binlog.parse import crc32_ok, parse_header, query_text_prefix, verify_checksum
 from binrelay.binlog.txn import TxnTracker
 from binrelay.errors import BinlogFormatError
 from binrelay.relay.progress import Progress

@@ -136,7 +136,7 @@ def test_start_from_a_gtid_set(tmp_path: Path) -> None:
         ("0-2.000002", "mysql-bin.000001", 4)
     flt = GtidFilter(MariaGtidSet.parse("0-1-8"))
     kept = [e for e in RelayReader(tmp_path, pos) if flt.keep(e)]
-    from binrelay.binlog.events import parse_maria_gtid
+    from binrelay.binlog.parse import parse_maria_gtid
 
     seqs = [parse_maria_gtid(e.raw).seq_no for e in kept if e.event_type == c.GTID_EVENT]
     assert seqs == list(range(9, 18))

@@ -17,7 +17,7 @@ from binlog_builder import (
     table_map_body,
     write_rows_body,
 )
-from binrelay.binlog.events import parse_format_description
+from binrelay.binlog.parse import parse_format_description
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError, IncompleteEventError
 from binrelay.rows import EventDecoder, RowsEvent, TableMapEvent, mysqljson, temporal
 

@@ -8,7 +8,7 @@ import pytest
 
 import binlog_builder as bb
 from binrelay.binlog import constants as c
-from binrelay.binlog.events import parse_format_description, parse_mysql_gtid
+from binrelay.binlog.parse import parse_format_description, parse_mysql_gtid
 from binrelay.binlog.txn import TxnTracker, needs_query_prefix
 from binrelay.gtid import MysqlGtidSet
 from binrelay.relay.progress import Progress

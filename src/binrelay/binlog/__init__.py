@@ -1,4 +1,5 @@
-"""Binlog bytes: event framing, headers, the few event bodies the relay needs, dummy events.
+"""Binlog bytes: the one event model (``events``), bytes to events (``parse``), event
+framing, the byte helpers, dummy events.
 
 Pure: bytes in, values out.  Nothing here opens a file or a socket.
 

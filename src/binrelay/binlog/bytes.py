@@ -1,5 +1,5 @@
 """The byte-level pieces every binlog reader needs: the event header, MySQL's length-encoded
-integers, and the text of a 16-byte UUID.
+integers, a MariaDB GTID's fields, and the text of a 16-byte UUID.
 
 Pure and at the bottom: imports only the standard library.
 """
@@ -15,6 +15,8 @@ HEADER = struct.Struct("<IBIIIH")
 TYPE_SIZE = struct.Struct("<BxxxxI")
 #: A little-endian unsigned 32-bit field (the CRC32 after an event, a timestamp).
 U32 = struct.Struct("<I")
+#: The start of a MariaDB GTID_EVENT's body: sequence number, domain id, flags.
+MARIA_GTID = struct.Struct("<QIB")
 
 #: Bytes after the first byte of a length-encoded integer, by its first byte.
 _LENENC_WIDTH = {0xFC: 2, 0xFD: 3, 0xFE: 8}

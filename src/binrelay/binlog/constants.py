@@ -94,6 +94,7 @@ EVENT_TYPE_NAMES: dict[int, str] = {
     value: name
     for name, value in list(globals().items())
     if isinstance(value, int)
+    and not name.startswith("BINLOG_SEND_")  # a dump flag, 2 like QUERY_EVENT
     and (name.endswith("_EVENT") or name.endswith("_EVENT_V1") or name.endswith("_EVENT_V2")
          or name.endswith("_LOG_EVENT"))
 }

@@ -1,23 +1,20 @@
-"""Event header and the event bodies the relay unit has to understand.
+"""The binlog's events as frozen dataclasses: the one event model.
 
-The relay never decodes row images: it needs to know where a file starts (FDE), where it ends
-(Rotate), where transactions start and end (GTID, Query, XID) and which GTIDs it has relayed.
-Each parser takes the raw bytes of one whole event (header included, checksum included when
-the file has one) and returns a frozen dataclass, or raises ``BinlogFormatError``.
+Every event keeps its :class:`EventHeader` (``header.log_pos`` is the upstream end position,
+``header.event_size`` its size).  :mod:`binrelay.binlog.parse` makes them from bytes
+(``parse``, and the few field parsers the relay's hot path uses); :mod:`binrelay.rows` adds
+the events that need a table's schema to read: TABLE_MAP and the rows events.
 """
 
 from __future__ import annotations
 
-import re
-import struct
-import zlib
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 from binrelay.binlog import constants as c
-from binrelay.binlog.bytes import HEADER as _HEADER
-from binrelay.binlog.bytes import uuid_text
-from binrelay.errors import BinlogFormatError, ChecksumMismatchError
-from binrelay.gtid import MAX_GNO
+from binrelay.binlog.statement import QueryStatus, UserVar, parse_status_vars
+from binrelay.errors import BinlogFormatError
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,52 +33,6 @@ class EventHeader:
     @property
     def is_artificial(self) -> bool:
         return bool(self.flags & c.LOG_EVENT_ARTIFICIAL_F)
-
-
-def parse_header(data: bytes | bytearray | memoryview, offset: int = 0) -> EventHeader:
-    if len(data) - offset < c.EVENT_HEADER_LEN:
-        raise BinlogFormatError("event header truncated", offset=offset)
-    header = EventHeader(*_HEADER.unpack_from(data, offset))
-    if header.event_size < c.EVENT_HEADER_LEN:
-        raise BinlogFormatError(
-            f"event size {header.event_size} is smaller than the {c.EVENT_HEADER_LEN}-byte header",
-            offset=offset,
-        )
-    return header
-
-
-def crc32_ok(event: bytes | bytearray | memoryview) -> bool:
-    """True when the last four bytes of ``event`` are the CRC32 of the bytes before them."""
-    if len(event) < c.EVENT_HEADER_LEN + c.CHECKSUM_LEN:
-        return False
-    view = memoryview(event)
-    return zlib.crc32(view[:-4]) == int.from_bytes(view[-4:], "little")
-
-
-def fde_crc32_ok(event: bytes | bytearray | memoryview) -> bool:
-    """FDE checksums ignore the in-use flag, so closing a file keeps them valid."""
-    if len(event) < c.EVENT_HEADER_LEN + c.CHECKSUM_LEN:
-        return False
-    view = bytearray(event)
-    view[17] &= ~c.LOG_EVENT_BINLOG_IN_USE_F & 0xFF
-    return crc32_ok(view)
-
-
-def verify_checksum(event: bytes | bytearray | memoryview, checksum_alg: int,
-                    *, offset: int | None = None, path: str | None = None) -> None:
-    if checksum_alg != c.BINLOG_CHECKSUM_ALG_CRC32:
-        return
-    event_type = event[4] if len(event) > 4 else c.UNKNOWN_EVENT
-    ok = fde_crc32_ok(event) if event_type == c.FORMAT_DESCRIPTION_EVENT else crc32_ok(event)
-    if not ok:
-        raise ChecksumMismatchError(
-            f"CRC32 mismatch in {c.event_type_name(event_type)} event", offset=offset, path=path
-        )
-
-
-# --- Format description -------------------------------------------------------------------
-
-_VERSION_RE = re.compile(rb"^(\d+)\.(\d+)\.(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,164 +58,214 @@ class FormatDescription:
         return 0
 
 
-def _version_has_checksum_alg(version: bytes) -> bool:
-    # The checksum-algorithm byte exists from MySQL 5.6.1 and MariaDB 5.3 on.
-    m = _VERSION_RE.match(version)
-    if not m:
-        return False
-    major, minor, patch = (int(x) for x in m.groups())
-    if b"mariadb" in version.lower():
-        return (major, minor) >= (5, 3)
-    return (major, minor, patch) >= (5, 6, 1)
-
-
-def parse_format_description(event: bytes | bytearray | memoryview) -> FormatDescription:
-    header = parse_header(event)
-    if header.event_type != c.FORMAT_DESCRIPTION_EVENT:
-        raise BinlogFormatError(f"expected a FORMAT_DESCRIPTION_EVENT, got {header.event_type}")
-    body = bytes(event[c.EVENT_HEADER_LEN : header.event_size])
-    if len(body) < 2 + 50 + 4 + 1 or len(event) < header.event_size:
-        raise BinlogFormatError("FORMAT_DESCRIPTION_EVENT truncated")
-    binlog_version = int.from_bytes(body[0:2], "little")
-    raw_version = body[2:52].split(b"\0", 1)[0]
-    if not _VERSION_RE.match(raw_version):
-        # Every server writes "major.minor.patch..."; without it the checksum byte's presence
-        # is unknowable, and guessing "absent" would skip the CRC check of a damaged FDE.
-        raise BinlogFormatError(f"FORMAT_DESCRIPTION_EVENT has no server version: {raw_version!r}")
-    create_timestamp = int.from_bytes(body[52:56], "little")
-    header_length = body[56]
-    rest = body[57:]
-    if _version_has_checksum_alg(raw_version):
-        if len(rest) < 5:
-            raise BinlogFormatError("FORMAT_DESCRIPTION_EVENT truncated")
-        # The body always ends with the algorithm byte and a 4-byte checksum field, even when
-        # the algorithm is OFF.
-        checksum_alg = rest[-5]
-        post_header_lengths = rest[:-5]
-    else:
-        checksum_alg = c.BINLOG_CHECKSUM_ALG_OFF
-        post_header_lengths = rest
-    if checksum_alg not in (c.BINLOG_CHECKSUM_ALG_OFF, c.BINLOG_CHECKSUM_ALG_CRC32):
-        raise BinlogFormatError(f"unknown binlog checksum algorithm {checksum_alg}")
-    if header_length != c.EVENT_HEADER_LEN:
-        raise BinlogFormatError(f"unsupported event header length {header_length}")
-    return FormatDescription(
-        binlog_version=binlog_version,
-        server_version=raw_version.decode("ascii", "replace"),
-        create_timestamp=create_timestamp,
-        header_length=header_length,
-        post_header_lengths=bytes(post_header_lengths),
-        checksum_alg=checksum_alg,
-    )
-
-
-# --- Rotate ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FormatDescriptionEvent:
+    header: EventHeader
+    fde: FormatDescription
 
 
 @dataclass(frozen=True, slots=True)
-class Rotate:
-    position: int
+class RotateEvent:
+    header: EventHeader
     next_file: str
-    #: A fake Rotate is sent by the server at the start of a dump (and when it moves to the next
-    #: file on its own); it is not in the upstream file and is never relayed.
+    position: int
     fake: bool
 
 
-def parse_rotate(event: bytes | bytearray | memoryview, checksum_len: int) -> Rotate:
-    header = parse_header(event)
-    end = header.event_size - checksum_len
-    if end < c.EVENT_HEADER_LEN + 8 or len(event) < header.event_size:
-        raise BinlogFormatError("ROTATE_EVENT truncated")
-    position = int.from_bytes(event[c.EVENT_HEADER_LEN : c.EVENT_HEADER_LEN + 8], "little")
-    name = bytes(event[c.EVENT_HEADER_LEN + 8 : end]).decode("utf-8", "replace")
-    fake = header.timestamp == 0 or header.log_pos == 0 or header.is_artificial
-    return Rotate(position=position, next_file=name, fake=fake)
+@dataclass(frozen=True, slots=True)
+class QueryEvent:
+    """A statement: BEGIN/COMMIT, DDL, or DML under statement-based logging.
 
-
-def parse_rotate_lenient(event: bytes | bytearray | memoryview) -> Rotate:
-    """Parse a Rotate whose checksum presence is unknown (the fake Rotate precedes the FDE).
-
-    A fake Rotate from a CRC32 server carries a checksum; the name never contains bytes that
-    would make a CRC32 of the rest match by chance, so a matching CRC means "has a checksum".
+    ``query`` is ``raw_query`` decoded as UTF-8 (undecodable bytes as lone surrogates); the
+    server runs ``raw_query`` in the character set the status variables name
+    (``status.charset[0]``), so replaying it means sending these bytes, not ``query``.
     """
-    return parse_rotate(event, c.CHECKSUM_LEN if crc32_ok(event) else 0)
 
+    header: EventHeader
+    schema: str
+    query: str
+    thread_id: int
+    exec_time: int
+    error_code: int
+    #: True when it came from a MariaDB QUERY_COMPRESSED_EVENT.
+    compressed: bool = False
+    #: The statement exactly as logged (uncompressed).
+    raw_query: bytes = field(default=b"", repr=False)
+    #: The raw status-variables block; :attr:`status` parses it.
+    status_vars: bytes = field(default=b"", repr=False)
+    #: The upstream is MariaDB (the FDE said so): which status-variable codes exist.
+    mariadb: bool = False
+    _status: QueryStatus | None = field(default=None, repr=False, compare=False)
 
-# --- Query -----------------------------------------------------------------------------------
+    @property
+    def status(self) -> QueryStatus:
+        """The parsed status variables (parsed on first use: most readers never need them).
 
-_QUERY_POST_HEADER = 13  # thread_id 4, exec_time 4, db_len 1, error_code 2, status_vars_len 2
-# Execute_load_query adds file_id 4, fn_pos_start 4, fn_pos_end 4, dup_handling 1.
-_EXECUTE_LOAD_QUERY_EXTRA = 13
-
-
-def query_text_prefix(event: bytes | bytearray | memoryview, checksum_len: int,
-                      limit: int = 32) -> bytes:
-    """The first ``limit`` bytes of a Query event's statement (enough to tell BEGIN/COMMIT)."""
-    size = len(event) - checksum_len
-    base = c.EVENT_HEADER_LEN
-    if size < base + _QUERY_POST_HEADER:
-        raise BinlogFormatError("QUERY_EVENT truncated")
-    post_header = _QUERY_POST_HEADER
-    if event[4] == c.EXECUTE_LOAD_QUERY_EVENT:
-        post_header += _EXECUTE_LOAD_QUERY_EXTRA
-    db_len = event[base + 8]
-    status_len = int.from_bytes(event[base + 11 : base + 13], "little")
-    start = base + post_header + status_len + db_len + 1
-    if start > size:
-        raise BinlogFormatError("QUERY_EVENT truncated")
-    return bytes(event[start : min(size, start + limit)])
-
-
-# --- GTIDs -----------------------------------------------------------------------------------
+        Raises :class:`~binrelay.errors.BinlogFormatError` for a block that does not parse.
+        """
+        status = self._status
+        if status is None:
+            try:
+                status = parse_status_vars(self.status_vars, mariadb=self.mariadb)
+            except BinlogFormatError as exc:
+                h = self.header
+                raise BinlogFormatError(
+                    exc.reason, offset=h.start_pos if h.log_pos else None) from None
+            object.__setattr__(self, "_status", status)
+        return status
 
 
 @dataclass(frozen=True, slots=True)
-class MariaGtidEvent:
+class IntvarEvent:
+    """INTVAR: the auto-increment context of the next statement."""
+
+    header: EventHeader
+    #: ``binlog.statement.LAST_INSERT_ID_EVENT`` (1) or ``INSERT_ID_EVENT`` (2).
+    kind: int
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class RandEvent:
+    """RAND: the seeds RAND() starts from in the next statement."""
+
+    header: EventHeader
+    seed1: int
+    seed2: int
+
+
+@dataclass(frozen=True, slots=True)
+class UserVarEvent:
+    """USER_VAR: the value of a user variable the next statement reads."""
+
+    header: EventHeader
+    var: UserVar
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    @property
+    def value(self) -> bytes | int | float | str | None:
+        return self.var.value
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    header: EventHeader
+    xid: int
+
+
+@dataclass(frozen=True, slots=True)
+class MariadbGtidEvent:
+    header: EventHeader
     domain_id: int
     server_id: int
     seq_no: int
     flags: int
+    commit_id: int | None = None
+
+    @property
+    def gtid(self) -> str:
+        return f"{self.domain_id}-{self.server_id}-{self.seq_no}"
 
     @property
     def standalone(self) -> bool:
         return bool(self.flags & c.FL_STANDALONE)
 
 
-def parse_maria_gtid(event: bytes | bytearray | memoryview) -> MariaGtidEvent:
-    if len(event) < c.EVENT_HEADER_LEN + 13:
-        raise BinlogFormatError("GTID_EVENT truncated")
-    seq_no, domain_id, flags = struct.unpack_from("<QIB", event, c.EVENT_HEADER_LEN)
-    server_id = int.from_bytes(event[5:9], "little")
-    return MariaGtidEvent(domain_id=domain_id, server_id=server_id, seq_no=seq_no, flags=flags)
+@dataclass(frozen=True, slots=True)
+class MariadbGtidListEvent:
+    header: EventHeader
+    gtids: tuple[tuple[int, int, int], ...]  # (domain_id, server_id, seq_no)
+
+    @property
+    def gtid_list(self) -> str:
+        return ",".join(f"{d}-{s}-{n}" for d, s, n in self.gtids)
 
 
-def parse_maria_gtid_list(event: bytes | bytearray | memoryview,
-                          checksum_len: int) -> list[tuple[int, int, int]]:
-    """(domain_id, server_id, seq_no) triples of a MariaDB GTID_LIST event."""
-    base = c.EVENT_HEADER_LEN
-    end = len(event) - checksum_len
-    if end < base + 4:
-        raise BinlogFormatError("GTID_LIST_EVENT truncated")
-    count = int.from_bytes(event[base : base + 4], "little") & 0x0FFFFFFF
-    if base + 4 + 16 * count > end:
-        raise BinlogFormatError("GTID_LIST_EVENT truncated")
-    return [struct.unpack_from("<IIQ", event, base + 4 + 16 * i) for i in range(count)]
+@dataclass(frozen=True, slots=True)
+class BinlogCheckpointEvent:
+    header: EventHeader
+    file: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotateRowsEvent:
+    """MariaDB: the statement that produced the following row events."""
+
+    header: EventHeader
+    query: str
+
+
+@dataclass(frozen=True, slots=True)
+class RowsQueryEvent:
+    """MySQL: the statement that produced the following row events."""
+
+    header: EventHeader
+    query: str
 
 
 @dataclass(frozen=True, slots=True)
 class MysqlGtidEvent:
+    header: EventHeader
     uuid: str
     gno: int
     tag: str = ""
+    anonymous: bool = False
+    last_committed: int | None = None
+    sequence_number: int | None = None
+    flags: int = 0
+
+    @property
+    def gtid(self) -> str:
+        if self.anonymous:
+            return "ANONYMOUS"
+        return f"{self.uuid}:{self.tag}:{self.gno}" if self.tag else f"{self.uuid}:{self.gno}"
 
 
-def parse_mysql_gtid(event: bytes | bytearray | memoryview) -> MysqlGtidEvent:
-    """GTID_LOG_EVENT (untagged): commit flag u8, source uuid 16 bytes, gno i64."""
-    base = c.EVENT_HEADER_LEN
-    if len(event) < base + 25:
-        raise BinlogFormatError("GTID_LOG_EVENT truncated")
-    uuid = uuid_text(event[base + 1 : base + 17])
-    gno = int.from_bytes(event[base + 17 : base + 25], "little", signed=True)
-    if not 1 <= gno <= MAX_GNO:
-        raise BinlogFormatError(f"GTID_LOG_EVENT has transaction number {gno} out of range")
-    return MysqlGtidEvent(uuid=uuid, gno=gno)
+@dataclass(frozen=True, slots=True)
+class PreviousGtidsEvent:
+    header: EventHeader
+    gtid_set: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionPayloadEvent:
+    """MySQL 8.0.20+ compressed transaction.  ``EventDecoder.feed`` yields the events inside
+    right after this one; :meth:`events` iterates them on demand."""
+
+    header: EventHeader
+    compression_type: int
+    payload_size: int
+    uncompressed_size: int
+    inner: Callable[[], Iterator[Any]] = field(repr=False, compare=False,
+                                               default=lambda: iter(()))
+
+    def events(self) -> Iterator[Any]:
+        return self.inner()
+
+
+@dataclass(frozen=True, slots=True)
+class StopEvent:
+    header: EventHeader
+
+
+@dataclass(frozen=True, slots=True)
+class OtherEvent:
+    """Any event this module does not interpret (heartbeat, LOAD DATA blocks, type 100 of
+    Aurora ...): header and raw body, passed through."""
+
+    header: EventHeader
+    body: bytes = field(repr=False)
+
+    @property
+    def type_name(self) -> str:
+        return c.event_type_name(self.header.event_type)
+
+
+#: The events this layer reads whole (rows and TABLE_MAP events are OtherEvent here).
+BinlogEvent = (FormatDescriptionEvent | RotateEvent | QueryEvent | IntvarEvent | RandEvent
+               | UserVarEvent | XidEvent | MariadbGtidEvent | MariadbGtidListEvent
+               | BinlogCheckpointEvent | AnnotateRowsEvent | RowsQueryEvent | MysqlGtidEvent
+               | PreviousGtidsEvent | TransactionPayloadEvent | StopEvent | OtherEvent)

@@ -16,7 +16,7 @@ from zlib import crc32
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import HEADER as _HEADER
 from binrelay.binlog.bytes import U32 as _U32
-from binrelay.binlog.events import verify_checksum
+from binrelay.binlog.parse import verify_checksum
 from binrelay.errors import BinlogFormatError, IncompleteEventError
 
 CHUNK = 1 << 20

@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
+from binrelay import rows as ev
 from binrelay.binlog import constants as c
 from binrelay.cli.failing import reports_errors
 from binrelay.relay.chain import relay_dir_files
-from binrelay.rows import events as ev
 from binrelay.rows.reader import Located, decode_files, iter_changes
 from binrelay.rows.tablemap import TableMap
 from binrelay.rows.text import image_json, sql_literal

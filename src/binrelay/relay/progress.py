@@ -9,19 +9,17 @@ the relay's hot path) and turned into text only when asked.  Pure: no I/O.
 
 from __future__ import annotations
 
-import struct
-
 from binrelay.binlog import constants as c
-from binrelay.binlog.events import (
+from binrelay.binlog.bytes import MARIA_GTID
+from binrelay.binlog.parse import (
     parse_maria_gtid_list,
     parse_mysql_gtid,
+    parse_previous_gtids,
     query_text_prefix,
 )
 from binrelay.binlog.txn import TxnTracker, needs_query_prefix
-from binrelay.errors import BinlogFormatError, GtidError
+from binrelay.errors import BinlogFormatError
 from binrelay.gtid import GtidSet, MariaGtidSet, MysqlGtidSet, parse_gtid_set
-
-_MARIA_GTID = struct.Struct("<QIB")
 
 
 class Progress:
@@ -102,7 +100,7 @@ class Progress:
         if event_type == c.GTID_EVENT:
             if len(event) < c.EVENT_HEADER_LEN + 13:
                 raise BinlogFormatError("GTID_EVENT truncated")
-            seq, domain, flags = _MARIA_GTID.unpack_from(event, c.EVENT_HEADER_LEN)
+            seq, domain, flags = MARIA_GTID.unpack_from(event, c.EVENT_HEADER_LEN)
             self._pending = (domain, int.from_bytes(event[5:9], "little"), seq)
             boundary = self._tracker.feed(event_type, maria_flags=flags)
         elif event_type == c.GTID_LOG_EVENT:
@@ -118,13 +116,7 @@ class Progress:
             self._text = None
             boundary = self._tracker.feed(event_type)
         elif event_type == c.PREVIOUS_GTIDS_LOG_EVENT:
-            body = bytes(event[c.EVENT_HEADER_LEN : len(event) - checksum_len])
-            try:
-                previous = MysqlGtidSet.decode(body)
-            except GtidError as exc:
-                # Callers (scan, the writer) stop at format errors; a GtidError would escape.
-                raise BinlogFormatError(f"bad PREVIOUS_GTIDS_LOG_EVENT: {exc.message}") from exc
-            self._load(previous)
+            self._load(parse_previous_gtids(event, checksum_len))
             boundary = self._tracker.feed(event_type)
         else:
             boundary = self._tracker.feed(event_type)

@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from binrelay.binlog import constants as c
-from binrelay.binlog.events import (
+from binrelay.binlog.framing import iter_events
+from binrelay.binlog.parse import (
     parse_format_description,
     parse_maria_gtid,
     parse_maria_gtid_list,
     parse_mysql_gtid,
     query_text_prefix,
 )
-from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import TxnTracker, needs_query_prefix
 from binrelay.errors import BinlogFormatError, GtidError, IncompleteEventError, RelayDirError
 from binrelay.gtid import GtidSet, MariaGtid, MariaGtidSet, MysqlGtidSet, parse_gtid_set

@@ -11,13 +11,9 @@ from pathlib import Path
 
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import HEADER as _HEADER
-from binrelay.binlog.events import (
-    FormatDescription,
-    parse_format_description,
-    parse_rotate,
-    verify_checksum,
-)
+from binrelay.binlog.events import FormatDescription
 from binrelay.binlog.framing import iter_events
+from binrelay.binlog.parse import parse_format_description, parse_rotate, verify_checksum
 from binrelay.errors import BinlogFormatError, IncompleteEventError
 from binrelay.relay.progress import Progress
 

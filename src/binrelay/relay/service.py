@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.binlog import constants as c
-from binrelay.binlog.events import parse_rotate_lenient
+from binrelay.binlog.parse import parse_rotate_lenient
 from binrelay.config import Config, PurgeConfig
 from binrelay.errors import (
     BinlogPurgedError,

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import TYPE_SIZE as _TYPE_SIZE
-from binrelay.binlog.bytes import uuid_text
-from binrelay.binlog.events import query_text_prefix
+from binrelay.binlog.parse import maria_gtid_text, mysql_gtid_text, query_text_prefix
 from binrelay.binlog.txn import (
     IN_GROUP_TYPES,
     TxnTracker,
@@ -28,7 +27,6 @@ from binrelay.binlog.txn import (
 from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.scan import read_fde
 
-_MARIA_GTID = struct.Struct("<QI")
 _CHUNK = 4 << 20
 
 #: Transaction kinds.  DML: row changes only, which the concurrent apply may compact and
@@ -126,7 +124,7 @@ def transaction_ends(path: Path, start: int, stop: int, *,
             flags = 0
             if etype == c.GTID_EVENT and len(event) >= c.EVENT_HEADER_LEN + 13:
                 flags = event[c.EVENT_HEADER_LEN + 12]
-                gtid = _maria_gtid(event)
+                gtid = maria_gtid_text(event)
             elif etype == c.GTID_LOG_EVENT:
                 # (MySQL 8.4's tagged GTIDs are not followed here: the set stays untagged.)
                 gtid = _mysql_gtid(event)
@@ -164,18 +162,8 @@ def transaction_ends(path: Path, start: int, stop: int, *,
     return ends
 
 
-def _maria_gtid(event: bytes | memoryview) -> str:
-    seq, domain = _MARIA_GTID.unpack_from(event, c.EVENT_HEADER_LEN)
-    server_id = int.from_bytes(event[5:9], "little")
-    return f"{domain}-{server_id}-{seq}"
-
-
 def _mysql_gtid(event: bytes | memoryview) -> str | None:
-    base = c.EVENT_HEADER_LEN
-    if len(event) < base + 25:
-        return None
-    gno = int.from_bytes(event[base + 17:base + 25], "little", signed=True)
-    return f"{uuid_text(event[base + 1:base + 17])}:{gno}"
+    return mysql_gtid_text(event) if len(event) >= c.EVENT_HEADER_LEN + 25 else None
 
 
 def xid_key(format_id: int, gtrid: bytes, bqual: bytes) -> str:

@@ -25,11 +25,7 @@ from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import HEADER as _HEADER
 from binrelay.binlog.bytes import U32 as _U32_LE
 from binrelay.binlog.dummy import dummy_event
-from binrelay.binlog.events import (
-    parse_format_description,
-    parse_rotate_lenient,
-    verify_checksum,
-)
+from binrelay.binlog.parse import parse_format_description, parse_rotate_lenient, verify_checksum
 from binrelay.errors import (
     BinlogFormatError,
     ChecksumMismatchError,

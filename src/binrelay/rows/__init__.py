@@ -14,18 +14,11 @@ Arrow counterparts are documented in ``docs/types.md``.
 May import: binlog, errors, gtid, _speedups.
 """
 
-from binrelay.rows.compiler import ABSENT
-from binrelay.rows.decoder import EventDecoder
-from binrelay.rows.events import (
-    DELETE,
-    INSERT,
-    UPDATE,
+from binrelay.binlog.events import (
     AnnotateRowsEvent,
     BinlogCheckpointEvent,
-    Event,
     FormatDescriptionEvent,
     IntvarEvent,
-    Location,
     MariadbGtidEvent,
     MariadbGtidListEvent,
     MysqlGtidEvent,
@@ -34,14 +27,23 @@ from binrelay.rows.events import (
     QueryEvent,
     RandEvent,
     RotateEvent,
-    RowChange,
-    RowsEvent,
     RowsQueryEvent,
     StopEvent,
-    TableMapEvent,
     TransactionPayloadEvent,
     UserVarEvent,
     XidEvent,
+)
+from binrelay.rows.compiler import ABSENT
+from binrelay.rows.decoder import EventDecoder
+from binrelay.rows.events import (
+    DELETE,
+    INSERT,
+    UPDATE,
+    Event,
+    Location,
+    RowChange,
+    RowsEvent,
+    TableMapEvent,
 )
 from binrelay.rows.mysqljson import JsonDiff, JsonOpaque, JsonPartialUpdate
 from binrelay.rows.reader import (

@@ -16,12 +16,11 @@ skips the events the scanner has no use for.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import TYPE_SIZE as _TYPE_SIZE
-from binrelay.binlog.bytes import uuid_text
+from binrelay.binlog.parse import maria_gtid_text, mysql_gtid_text
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError
 from binrelay.rows.decoder import _ROWS_TYPES, EventDecoder
 from binrelay.rows.events import (
@@ -36,7 +35,6 @@ from binrelay.rows.events import (
 )
 from binrelay.rows.walk import BAD_CRC, BAD_SIZE, keep_table, walk_events
 
-_MARIA_GTID = struct.Struct("<QI")
 _HEADER_LEN = c.EVENT_HEADER_LEN
 
 _ROWS, _TABLE_MAP, _MARIA_GTID_KIND, _MYSQL_GTID, _DELEGATE = 1, 2, 3, 4, 5
@@ -94,11 +92,11 @@ class ChangeScanner:
                                       file_offset + pos + size)
             pos = self.stopped_at = pos + size
         while True:
-            crc = bool(dec._checksum_len and self.verify_checksums)
+            crc = bool(dec.checksum_len and self.verify_checksums)
             events, stopped, status = walk_events(buf, pos, end, crc, _KEEP)
             for etype, pos, ev_end in events:
                 kind = kinds[etype]
-                body_end = ev_end - dec._checksum_len
+                body_end = ev_end - dec.checksum_len
                 if kind == _ROWS:
                     try:
                         (table, op, flags, _pr, _pa, _extra, partial, data, p, stop, first,
@@ -133,9 +131,7 @@ class ChangeScanner:
                     if body_end - pos < _HEADER_LEN + 13:
                         raise BinlogFormatError("GTID_EVENT truncated", path=path,
                                                 offset=file_offset + pos)
-                    seq, domain = _MARIA_GTID.unpack_from(buf, pos + _HEADER_LEN)
-                    server_id = int.from_bytes(buf[pos + 5:pos + 9], "little")
-                    self.gtid = f"{domain}-{server_id}-{seq}"
+                    self.gtid = maria_gtid_text(buf, pos)
                 elif kind == _MYSQL_GTID:
                     self.gtid = self._mysql_gtid(etype, buf, pos, body_end, file_offset)
                 else:
@@ -185,8 +181,7 @@ class ChangeScanner:
         if body_end - base < 25:
             raise BinlogFormatError("GTID_LOG_EVENT truncated", path=self.path,
                                     offset=file_offset + pos)
-        gno = int.from_bytes(buf[base + 17:base + 25], "little", signed=True)
-        return f"{uuid_text(buf[base + 1:base + 17])}:{gno}"
+        return mysql_gtid_text(buf, pos)
 
     def _delegate(self, raw: bytes, offset: int, end_offset: int) -> Iterator[RowChange]:
         """Events that change the decoder's state go through the typed decoder."""

@@ -15,13 +15,13 @@ from typing import Any
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import HEADER as _HEADER
 from binrelay.binlog.bytes import U32
+from binrelay.binlog.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
 from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import is_transaction_control
 from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.relaydir import durable_end
 from binrelay.relay.scan import read_fde
 from binrelay.rows.decoder import EventDecoder
-from binrelay.rows.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
 from binrelay.rows.scanner import ChangeScanner
 from binrelay.spark.changes import RowBuilder
 from binrelay.spark.planning import Segment, xa_outcome

@@ -20,6 +20,16 @@ from binrelay.apply.replay import Action, SessionStatement
 from binrelay.apply.sql import start_transaction_clause
 from binrelay.apply.statement_sql import context_statements
 from binrelay.binlog import constants as c
+from binrelay.binlog.events import (
+    FormatDescriptionEvent,
+    IntvarEvent,
+    MariadbGtidEvent,
+    MysqlGtidEvent,
+    QueryEvent,
+    RandEvent,
+    UserVarEvent,
+    XidEvent,
+)
 from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import (
     ends_transaction,
@@ -30,18 +40,7 @@ from binrelay.errors import RelayDirError, UnfaithfulApplyError
 from binrelay.position import SubdirName, binlog_sort_key
 from binrelay.relay.scan import read_fde
 from binrelay.rows.decoder import EventDecoder
-from binrelay.rows.events import (
-    NO_FOREIGN_KEY_CHECKS_F,
-    FormatDescriptionEvent,
-    IntvarEvent,
-    MariadbGtidEvent,
-    MysqlGtidEvent,
-    QueryEvent,
-    RandEvent,
-    RowsEvent,
-    UserVarEvent,
-    XidEvent,
-)
+from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, RowsEvent
 from binrelay.spark.compact import table_shape
 from binrelay.spark.decode import fde_bytes
 from binrelay.spark.planning import Segment
