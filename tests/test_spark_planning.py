@@ -8,7 +8,7 @@ from pathlib import Path
 from binlog_builder import BinlogBuilder
 from binrelay.position import Position, SubdirName
 from binrelay.relay.layout import RelayMeta, write_index, write_meta
-from binrelay.relay.relaydir import durable_end, earliest
+from binrelay.relay.relaydir import RelayView, durable_end, earliest
 from binrelay.relay.txnscan import DDL, DML, OTHER, transaction_ends
 from binrelay.spark.planning import advance, plan_partitions
 
@@ -128,3 +128,20 @@ def test_transaction_ends_do_not_depend_on_read_sizes(tmp_path: Path, monkeypatc
     for chunk in (19, 20, 37, 64, 101, 333):
         monkeypatch.setattr(txnscan, "_CHUNK", chunk)
         assert transaction_ends(path, 4, len(b.data)) == want, chunk
+
+
+def test_a_view_is_the_relay_dir_read_once(tmp_path: Path) -> None:
+    _relay(tmp_path, [_file(2), _file(3, rotate=False)])
+    view = RelayView(tmp_path)
+    assert RelayView.of(view) is view and RelayView.of(tmp_path) is not view
+    assert view.index == (SUB,) and view.earliest == Position(SUB, "mysql-bin.000001", 4)
+    assert view.end == durable_end(tmp_path)
+    assert (view.end.subdir, view.end.binlog_name) == (SUB, "mysql-bin.000002")
+    planned = plan_partitions(view, view.earliest, view.end)
+    # The relay writes on: a third file and relay.meta there.  The view does not move (a
+    # plan made from it stays consistent); a new one sees the new end.
+    (tmp_path / str(SUB) / "mysql-bin.000003").write_bytes(_file(1, rotate=False).bytes())
+    write_meta(tmp_path / str(SUB), RelayMeta("mysql-bin.000003", 4, ""))
+    assert view.files(SUB) == ["mysql-bin.000001", "mysql-bin.000002"]
+    assert plan_partitions(view, view.earliest, view.end) == planned
+    assert RelayView(tmp_path).end == Position(SUB, "mysql-bin.000003", 4)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import signal
@@ -39,13 +38,14 @@ def _load(path: str) -> Config:
 def _sync_lag(relay_dir: Path) -> Callable[[Any], int]:
     """Relay bytes after a batch's end, up to the relay's end now (for metrics and bars)."""
     from binrelay.relay.lag import relay_bytes_between
-    from binrelay.relay.relaydir import durable_end
+    from binrelay.relay.relaydir import RelayView
 
     def lag(report: Any) -> int:
-        end = report.relay_end
-        with contextlib.suppress(BinrelayError):  # the bar waits; the sync itself will say
-            end = max(end, durable_end(relay_dir))
-        return relay_bytes_between(relay_dir, report.end, end)
+        try:
+            view = RelayView(relay_dir)
+        except BinrelayError:
+            return 0  # the relay dir is being repaired; the sync itself will say so
+        return relay_bytes_between(view, report.end, max(report.relay_end, view.end))
 
     return lag
 

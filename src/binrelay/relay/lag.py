@@ -12,7 +12,7 @@ from pathlib import Path
 
 from binrelay.errors import BinrelayError
 from binrelay.position import Position, binlog_sort_key
-from binrelay.relay.layout import list_binlogs, read_index
+from binrelay.relay.relaydir import RelayView
 from binrelay.upstream.client import UpstreamSession
 
 
@@ -72,16 +72,17 @@ def bytes_behind(binlogs: Sequence[tuple[str, int]], upstream: tuple[str, int],
     return total
 
 
-def relay_bytes_between(relay_dir: Path, start: Position, end: Position) -> int:
+def relay_bytes_between(relay: RelayView | Path, start: Position, end: Position) -> int:
     """Relay bytes from ``start`` to ``end`` (0 when ``end`` is not after ``start``): how far
     a consumer at ``start`` is behind a relay that has got to ``end``."""
     if end.sort_key <= start.sort_key:
         return 0
+    view = RelayView.of(relay)
     total = 0
-    for subdir in read_index(relay_dir) or []:
+    for subdir in view.index:
         if not start.subdir.seq <= subdir.seq <= end.subdir.seq:
             continue
-        for name in list_binlogs(relay_dir / str(subdir)):
+        for name in view.files(subdir):
             here = (subdir.seq, binlog_sort_key(name))
             if here < start.file_key() or here > end.file_key():
                 continue
@@ -89,7 +90,7 @@ def relay_bytes_between(relay_dir: Path, start: Position, end: Position) -> int:
                 stop = end.binlog_pos
             else:
                 try:
-                    stop = (relay_dir / str(subdir) / name).stat().st_size
+                    stop = view.path(subdir, name).stat().st_size
                 except FileNotFoundError:  # purged meanwhile
                     continue
             first = start.binlog_pos if here == start.file_key() else 4

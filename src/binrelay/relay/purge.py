@@ -37,11 +37,10 @@ from binrelay.relay.consumers import Consumer, list_consumers, oldest
 from binrelay.relay.layout import (
     fsync_dir,
     index_lock,
-    list_binlogs,
     read_index,
     write_index,
 )
-from binrelay.relay.relaydir import durable_end
+from binrelay.relay.relaydir import RelayView
 
 log = logging.getLogger(__name__)
 
@@ -97,20 +96,19 @@ class PurgePlan:
 
 
 def read_state(relay_dir: Path) -> RelayState:
-    active = durable_end(relay_dir)
-    index = read_index(relay_dir) or []
+    view = RelayView(relay_dir)
     # What is safe to remove is judged by consumers' positions along the chain: a chain
     # with a gap cannot be judged.
     check_relay_dir(relay_dir)
     files = []
-    for subdir in index:
-        for name in list_binlogs(relay_dir / str(subdir)):
+    for subdir in view.index:
+        for name in view.files(subdir):
             try:
-                st = os.stat(relay_dir / str(subdir) / name)
+                st = os.stat(view.path(subdir, name))
             except FileNotFoundError:
                 continue
             files.append(RelayFile(subdir, name, st.st_size, st.st_mtime))
-    return RelayState(tuple(index), tuple(files), active)
+    return RelayState(view.index, tuple(files), view.end)
 
 
 # --- planning (pure) ------------------------------------------------------------------------

@@ -109,26 +109,67 @@ class RelayDir:
         return name
 
 
+class RelayView:
+    """The relay dir as read at one moment, for readers: its index (subdirs checked), each
+    subdir's files and relay.meta (read when first asked, then kept), its durable end and
+    its earliest position.  A reader plans from one view, and takes a new one to see what
+    the relay has written since.  ``of`` accepts a view or a relay dir's path."""
+
+    def __init__(self, root: Path) -> None:
+        index = read_index(root)
+        if not index:
+            raise RelayDirError(f"{root} holds no relay log (no server-uuid.index)",
+                                hint="start `binrelay relay` first, or check relay-dir")
+        check_subdirs(root, index)
+        self.root = root
+        self.index: tuple[SubdirName, ...] = tuple(index)
+        self._files: dict[SubdirName, list[str]] = {}
+        self._metas: dict[SubdirName, RelayMeta | None] = {}
+
+    @classmethod
+    def of(cls, where: RelayView | Path) -> RelayView:
+        return where if isinstance(where, RelayView) else cls(Path(where))
+
+    def path(self, subdir: SubdirName, name: str = "") -> Path:
+        return self.root / str(subdir) / name if name else self.root / str(subdir)
+
+    def files(self, subdir: SubdirName) -> list[str]:
+        found = self._files.get(subdir)
+        if found is None:
+            found = self._files[subdir] = list_binlogs(self.path(subdir))
+        return found
+
+    def meta(self, subdir: SubdirName) -> RelayMeta | None:
+        if subdir not in self._metas:
+            self._metas[subdir] = read_meta(self.path(subdir))
+        return self._metas[subdir]
+
+    @property
+    def end(self) -> Position:
+        """The end of what the relay has made durable, the last subdir's relay.meta:
+        readers stop there, a sync applies up to it, purge never passes it."""
+        last = self.index[-1]
+        meta = self.meta(last)
+        if meta is None:
+            raise RelayDirError(f"{self.path(last)} has no relay.meta",
+                                hint="start the relay once to repair the relay dir")
+        return Position(last, meta.binlog_name, meta.binlog_pos)
+
+    @property
+    def earliest(self) -> Position:
+        """The first position the relay dir still holds: its oldest file's first event."""
+        for subdir in self.index:
+            files = self.files(subdir)
+            if files:
+                return Position(subdir, files[0], 4)
+        return self.end
+
+
 def durable_end(root: Path) -> Position:
-    """The end of what the relay has made durable, the last subdir's relay.meta: readers stop
-    there, a sync applies up to it, purge never passes it.  The subdirs are checked first (a
-    missing or unlisted one is a gap, never stepped over)."""
-    index = read_index(root)
-    if not index:
-        raise RelayDirError(f"{root} holds no relay log (no server-uuid.index)",
-                            hint="start `binrelay relay` first, or check relay-dir")
-    check_subdirs(root, index)
-    meta = read_meta(root / str(index[-1]))
-    if meta is None:
-        raise RelayDirError(f"{root / str(index[-1])} has no relay.meta",
-                            hint="start the relay once to repair the relay dir")
-    return Position(index[-1], meta.binlog_name, meta.binlog_pos)
+    """:attr:`RelayView.end` of the relay dir as it is now."""
+    return RelayView(root).end
 
 
 def earliest(root: Path) -> Position:
-    """The first position the relay dir still holds: its oldest file's first event."""
-    for subdir in read_index(root) or []:
-        files = list_binlogs(root / str(subdir))
-        if files:
-            return Position(subdir, files[0], 4)
-    return durable_end(root)
+    """:attr:`RelayView.earliest` of the relay dir as it is now."""
+    return RelayView(root).earliest

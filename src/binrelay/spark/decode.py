@@ -19,7 +19,7 @@ from binrelay.binlog.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
 from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import is_transaction_control
 from binrelay.errors import BinlogFormatError, RelayDirError
-from binrelay.relay.relaydir import durable_end
+from binrelay.relay.relaydir import RelayView
 from binrelay.relay.scan import read_fde
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.scanner import ChangeScanner
@@ -71,7 +71,8 @@ def xa_committed(relay_dir: Path, segment: Segment) -> bool:
     """Whether the prepared XA transaction of an "xa" segment was committed upstream;
     refuses to guess while its outcome is not relayed."""
     after = segment.position(segment.stop)
-    outcome = xa_outcome(relay_dir, after, durable_end(relay_dir), segment.xid)
+    view = RelayView(relay_dir)
+    outcome = xa_outcome(view, after, view.end, segment.xid)
     if outcome is None:
         raise RelayDirError(
             f"XA transaction {segment.xid} prepared at {segment.subdir}/{segment.file}:"

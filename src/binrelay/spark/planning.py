@@ -18,10 +18,9 @@ from binrelay.binlog.framing import iter_events
 from binrelay.errors import ConfigError, GtidError, RelayDirError
 from binrelay.gtid import GtidSet, parse_gtid_set
 from binrelay.position import Position, SubdirName, binlog_sort_key
-from binrelay.relay.chain import check_handover, check_subdirs
-from binrelay.relay.layout import list_binlogs, read_index, read_meta
+from binrelay.relay.chain import check_handover
 from binrelay.relay.progress import Progress
-from binrelay.relay.relaydir import durable_end, earliest
+from binrelay.relay.relaydir import RelayView
 from binrelay.relay.scan import read_fde
 from binrelay.relay.txnscan import (
     BARRIERS,
@@ -53,18 +52,17 @@ class Span:
         return str(self.subdir), self.file
 
 
-def spans(relay_dir: Path, start: Position, end: Position) -> list[Span]:
+def spans(relay: RelayView | Path, start: Position, end: Position) -> list[Span]:
     """The relay files from ``start`` to ``end``, each proven to follow the one before it
     (``relay.chain``): a gap in the relay stops the reader instead of being stepped over."""
-    index = read_index(relay_dir) or []
-    check_subdirs(relay_dir, index)
+    view = RelayView.of(relay)
     out: list[Span] = []
-    for subdir in index:
+    for subdir in view.index:
         if subdir.seq < start.subdir.seq or subdir.seq > end.subdir.seq:
             continue
-        sub = relay_dir / str(subdir)
-        meta = read_meta(sub)
-        files = list_binlogs(sub)
+        sub = view.path(subdir)
+        meta = view.meta(subdir)
+        files = view.files(subdir)
         # A start file that is gone while later ones are there: reading on would skip it.
         if subdir == start.subdir and start.binlog_name not in files \
                 and any(binlog_sort_key(f) > binlog_sort_key(start.binlog_name) for f in files):
@@ -93,7 +91,7 @@ def spans(relay_dir: Path, start: Position, end: Position) -> list[Span]:
     return out
 
 
-def advance(relay_dir: Path, start: Position, end: Position, *,
+def advance(relay: RelayView | Path, start: Position, end: Position, *,
             max_bytes: int | None = None, max_transactions: int | None = None,
             ddl_barrier: bool = True) -> Position:
     """The furthest offset after ``start`` and not past ``end`` within the limits.
@@ -101,11 +99,11 @@ def advance(relay_dir: Path, start: Position, end: Position, *,
     With ``ddl_barrier`` a batch stops before a DDL, or holds only that DDL when it comes
     first.  Limits never leave a batch empty: one transaction always fits.
     """
-    return next_batch(relay_dir, start, end, max_bytes=max_bytes,
+    return next_batch(relay, start, end, max_bytes=max_bytes,
                       max_transactions=max_transactions, ddl_barrier=ddl_barrier)[0]
 
 
-def next_batch(relay_dir: Path, start: Position, end: Position, *,
+def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
                max_bytes: int | None = None, max_transactions: int | None = None,
                ddl_barrier: bool = True, target_bytes: int = 16 << 20,
                gtids: list[str] | None = None,
@@ -119,12 +117,13 @@ def next_batch(relay_dir: Path, start: Position, end: Position, *,
     is not relayed yet cannot be applied nor passed: the batch then ends before it, and
     when it comes first the batch is empty (``start`` is returned).
     """
+    view = RelayView.of(relay)
     last = start
     taken_bytes = 0
     taken = 0
     out: list[Segment] = []
-    for span in spans(relay_dir, start, end):
-        path = relay_dir / str(span.subdir) / span.file
+    for span in spans(view, start, end):
+        path = view.path(span.subdir, span.file)
         budget = None if max_bytes is None else span.start + max(0, max_bytes - taken_bytes)
         ends = transaction_ends(path, span.start, span.stop, enough_at=budget)
         accepted: list[TxnEnd] = []
@@ -135,7 +134,7 @@ def next_batch(relay_dir: Path, start: Position, end: Position, *,
             if ddl_barrier and txn.kind in BARRIERS:
                 if not moved:
                     if txn.kind == XA_PREPARE and xa_outcome(
-                            relay_dir, Position(span.subdir, span.file, txn.end), end,
+                            view, Position(span.subdir, span.file, txn.end), end,
                             txn.xid) is None:
                         return start, []
                     accepted.append(txn)
@@ -182,17 +181,17 @@ def gtid_set_at(relay_dir: Path, pos: Position) -> str:
     return progress.gtid_text()
 
 
-def position_of_gtid_set(relay_dir: Path, wanted: str) -> Position:
+def position_of_gtid_set(relay: RelayView | Path, wanted: str) -> Position:
     """The first relay position (a transaction end, or a file start) where the GTID set
     applied is exactly ``wanted``: where a downstream that holds ``wanted`` (restored from a
     backup, loaded from a dump) starts.  MariaDB sets compare by domain and sequence number,
     as MariaDB compares positions."""
-    start, end = earliest(relay_dir), durable_end(relay_dir)
+    view = RelayView.of(relay)
     want: GtidSet | None = None
     seen = ""
     first_set: str | None = None  # what the relay starts from
-    for span in spans(relay_dir, start, end):
-        path = relay_dir / str(span.subdir) / span.file
+    for span in spans(view, view.earliest, view.end):
+        path = view.path(span.subdir, span.file)
         fde = read_fde(path)
         if fde is None:
             continue
@@ -252,12 +251,13 @@ def _contained(text: str, want: GtidSet, flavor: str) -> bool:
     return want.issuperset(parse_gtid_set(text, flavor))  # type: ignore[arg-type]
 
 
-def xa_outcome(relay_dir: Path, after: Position, end: Position,
+def xa_outcome(relay: RelayView | Path, after: Position, end: Position,
                xid: str | None) -> bool | None:
     """Whether the XA transaction ``xid`` prepared before ``after`` was committed (True) or
     rolled back (False) in the relay up to ``end``; None when its outcome is not there yet."""
-    for span in spans(relay_dir, after, end):
-        path = relay_dir / str(span.subdir) / span.file
+    view = RelayView.of(relay)
+    for span in spans(view, after, end):
+        path = view.path(span.subdir, span.file)
         for txn in transaction_ends(path, span.start, span.stop):
             if txn.kind == XA_END and txn.xid == xid:
                 return txn.committed
@@ -283,11 +283,12 @@ class Segment:
         return Position(SubdirName.parse(self.subdir), self.file, offset)
 
 
-def plan_partitions(relay_dir: Path, start: Position, end: Position, *,
+def plan_partitions(relay: RelayView | Path, start: Position, end: Position, *,
                     target_bytes: int = 16 << 20) -> list[Segment]:
+    view = RelayView.of(relay)
     out: list[Segment] = []
-    for span in spans(relay_dir, start, end):
-        path = relay_dir / str(span.subdir) / span.file
+    for span in spans(view, start, end):
+        path = view.path(span.subdir, span.file)
         out += _cut(span, span.start, transaction_ends(path, span.start, span.stop),
                     target_bytes)
     return out

@@ -38,7 +38,7 @@ from pyspark.sql.datasource import (
 from binrelay.errors import ConfigError
 from binrelay.position import DICT_EXAMPLE, Position
 from binrelay.relay import consumers
-from binrelay.relay.relaydir import durable_end, earliest
+from binrelay.relay.relaydir import RelayView, durable_end, earliest
 from binrelay.spark.changes import SCHEMA_DDL
 from binrelay.spark.planning import Segment, advance, plan_partitions
 
@@ -173,7 +173,8 @@ class RelayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                      limit: Any = None) -> dict[str, Any]:
         o = self.options
         begin = Position.from_dict(start) if start else o.position(o.starting)
-        end = self._target or durable_end(o.path)
+        view = RelayView(o.path)
+        end = self._target or view.end
         if end.sort_key <= begin.sort_key:
             return begin.to_dict()
         max_bytes = max_txns = None
@@ -183,7 +184,7 @@ class RelayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_txns = limit.max_rows
         elif limit is None:
             max_bytes, max_txns = o.max_bytes, o.max_transactions
-        return advance(o.path, begin, end, max_bytes=max_bytes, max_transactions=max_txns,
+        return advance(view, begin, end, max_bytes=max_bytes, max_transactions=max_txns,
                        ddl_barrier=o.ddl_barrier).to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:

@@ -49,7 +49,7 @@ from binrelay.errors import DownstreamConnectionError, UnfaithfulApplyError
 from binrelay.gtid import advance_gtid_set
 from binrelay.position import Position
 from binrelay.relay import consumers
-from binrelay.relay.relaydir import durable_end, earliest
+from binrelay.relay.relaydir import RelayView, earliest
 from binrelay.relay.watch import ChangeWaiter
 from binrelay.spark.compact import (
     raw_records,
@@ -316,7 +316,9 @@ class SyncPipeline:
                 self._batch(start, end, batch_id, gtid, replayed=True)
                 start = end
             while not self.should_stop():
-                end_limit = durable_end(self.relay_dir)
+                # One reading of the relay dir per batch: its end, its files, their chain.
+                view = RelayView(self.relay_dir)
+                end_limit = view.end
                 if end_limit.sort_key <= start.sort_key:
                     if until_caught_up:
                         break
@@ -324,7 +326,7 @@ class SyncPipeline:
                     continue
                 gtids: list[str] = []
                 end, segments = next_batch(
-                    self.relay_dir, start, end_limit, max_bytes=self.sync.batch_bytes,
+                    view, start, end_limit, max_bytes=self.sync.batch_bytes,
                     max_transactions=self.sync.batch_transactions or None,
                     target_bytes=self.sync.partition_bytes, gtids=gtids)
                 if end == start:
