@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -702,32 +703,6 @@ class SysbenchError(subprocess.CalledProcessError):
         return f"{super().__str__()}\nstdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}"
 
 
-def _sysbench_args(
-    server: MariaDBServer,
-    test: str,
-    *,
-    tables: int,
-    table_size: int,
-    threads: int,
-    db: str,
-    extra: Sequence[str],
-) -> list[str]:
-    return [
-        SYSBENCH,
-        test,
-        "--db-driver=mysql",
-        f"--mysql-host={server.host}",
-        f"--mysql-port={server.port}",
-        f"--mysql-user={ROOT_USER}",
-        "--mysql-password=",
-        f"--mysql-db={db}",
-        f"--tables={tables}",
-        f"--table-size={table_size}",
-        f"--threads={threads}",
-        *extra,
-    ]
-
-
 def _limit_args(time_s: float | None, events: int | None, *, unbounded: bool) -> list[str]:
     if time_s is None and events is None and not unbounded:
         events = DEFAULT_RUN_EVENTS
@@ -740,97 +715,6 @@ def _run_checked(args: list[str]) -> subprocess.CompletedProcess[str]:
     if proc.returncode != 0:
         raise SysbenchError(proc.returncode, args, proc.stdout, proc.stderr)
     return proc
-
-
-def _ensure_db(server: MariaDBServer, db: str) -> None:
-    server.execute(f"CREATE DATABASE IF NOT EXISTS `{db}`")
-
-
-def sysbench_prepare(
-    server: MariaDBServer,
-    *,
-    tables: int = 2,
-    table_size: int = 1000,
-    threads: int = 2,
-    test: str = "oltp_write_only",
-    db: str = "sbtest",
-    extra: Sequence[str] = (),
-) -> subprocess.CompletedProcess[str]:
-    """Create ``db`` if missing and run ``sysbench <test> prepare`` (fails if tables exist)."""
-    _ensure_db(server, db)
-    args = _sysbench_args(
-        server, test, tables=tables, table_size=table_size, threads=threads, db=db, extra=extra
-    )
-    return _run_checked([*args, "prepare"])
-
-
-def sysbench_run(
-    server: MariaDBServer,
-    *,
-    tables: int = 2,
-    table_size: int = 1000,
-    threads: int = 2,
-    time: float | None = None,
-    events: int | None = None,
-    test: str = "oltp_write_only",
-    db: str = "sbtest",
-    extra: Sequence[str] = (),
-) -> subprocess.CompletedProcess[str]:
-    """``sysbench <test> run``; without ``time``/``events`` runs DEFAULT_RUN_EVENTS events."""
-    args = _sysbench_args(
-        server, test, tables=tables, table_size=table_size, threads=threads, db=db, extra=extra
-    )
-    return _run_checked([*args, *_limit_args(time, events, unbounded=False), "run"])
-
-
-def _is_prepared(server: MariaDBServer, db: str, tables: int) -> bool:
-    count = server.scalar(
-        "SELECT COUNT(*) FROM information_schema.TABLES"
-        " WHERE TABLE_SCHEMA = %s AND TABLE_NAME LIKE 'sbtest%%'",
-        (db,),
-    )
-    return int(count or 0) >= tables
-
-
-def run_sysbench(
-    server: MariaDBServer,
-    *,
-    tables: int = 2,
-    table_size: int = 1000,
-    threads: int = 2,
-    time: float | None = None,
-    events: int | None = None,
-    test: str = "oltp_write_only",
-    db: str = "sbtest",
-    extra: Sequence[str] = (),
-) -> subprocess.CompletedProcess[str]:
-    """Prepare (only if the tables are not there yet) and run; returns the run's result.
-
-    Skipping an existing prepare lets a test call this repeatedly to generate
-    more binlog traffic, e.g. before and after a restart.
-    """
-    _ensure_db(server, db)
-    if not _is_prepared(server, db, tables):
-        sysbench_prepare(
-            server,
-            tables=tables,
-            table_size=table_size,
-            threads=threads,
-            test=test,
-            db=db,
-            extra=extra,
-        )
-    return sysbench_run(
-        server,
-        tables=tables,
-        table_size=table_size,
-        threads=threads,
-        time=time,
-        events=events,
-        test=test,
-        db=db,
-        extra=extra,
-    )
 
 
 class SysbenchWorkload:
@@ -898,41 +782,97 @@ class SysbenchWorkload:
         self.stop()
 
 
-def sysbench_run_background(
-    server: MariaDBServer,
-    *,
-    tables: int = 2,
-    table_size: int = 1000,
-    threads: int = 2,
-    time: float | None = None,
-    events: int | None = None,
-    test: str = "oltp_write_only",
-    db: str = "sbtest",
-    extra: Sequence[str] = (),
-    prepare: bool = True,
-) -> SysbenchWorkload:
+@dataclass(frozen=True)
+class Sysbench:
+    """The shape of a sysbench workload: which test, how many tables of how many rows, how
+    many threads, which database, extra options."""
+
+    tables: int = 2
+    table_size: int = 1000
+    threads: int = 2
+    test: str = "oltp_write_only"
+    db: str = "sbtest"
+    extra: Sequence[str] = ()
+
+    def args(self, server: MariaDBServer) -> list[str]:
+        return [
+            SYSBENCH,
+            self.test,
+            "--db-driver=mysql",
+            f"--mysql-host={server.host}",
+            f"--mysql-port={server.port}",
+            f"--mysql-user={ROOT_USER}",
+            "--mysql-password=",
+            f"--mysql-db={self.db}",
+            f"--tables={self.tables}",
+            f"--table-size={self.table_size}",
+            f"--threads={self.threads}",
+            *self.extra,
+        ]
+
+    def prepare(self, server: MariaDBServer) -> subprocess.CompletedProcess[str]:
+        """Create the database if missing and run ``prepare`` (fails if tables exist)."""
+        server.execute(f"CREATE DATABASE IF NOT EXISTS `{self.db}`")
+        return _run_checked([*self.args(server), "prepare"])
+
+    def ensure_prepared(self, server: MariaDBServer) -> None:
+        """``prepare`` unless the tables are there already."""
+        server.execute(f"CREATE DATABASE IF NOT EXISTS `{self.db}`")
+        count = server.scalar(
+            "SELECT COUNT(*) FROM information_schema.TABLES"
+            " WHERE TABLE_SCHEMA = %s AND TABLE_NAME LIKE 'sbtest%%'", (self.db,))
+        if int(count or 0) < self.tables:
+            self.prepare(server)
+
+    def run(self, server: MariaDBServer, *, time: float | None = None,
+            events: int | None = None) -> subprocess.CompletedProcess[str]:
+        """``run``; without ``time``/``events`` runs DEFAULT_RUN_EVENTS events."""
+        return _run_checked([*self.args(server), *_limit_args(time, events, unbounded=False),
+                             "run"])
+
+    def background(self, server: MariaDBServer, *, time: float | None = None,
+                   events: int | None = None) -> SysbenchWorkload:
+        """``run`` without waiting; unbounded unless ``time``/``events`` given."""
+        return SysbenchWorkload(server, [*self.args(server),
+                                         *_limit_args(time, events, unbounded=True), "run"])
+
+
+def sysbench_prepare(server: MariaDBServer, **shape: Any) -> subprocess.CompletedProcess[str]:
+    """:meth:`Sysbench.prepare` of ``Sysbench(**shape)``."""
+    return Sysbench(**shape).prepare(server)
+
+
+def sysbench_run(server: MariaDBServer, *, time: float | None = None, events: int | None = None,
+                 **shape: Any) -> subprocess.CompletedProcess[str]:
+    """:meth:`Sysbench.run` of ``Sysbench(**shape)``."""
+    return Sysbench(**shape).run(server, time=time, events=events)
+
+
+def run_sysbench(server: MariaDBServer, *, time: float | None = None, events: int | None = None,
+                 **shape: Any) -> subprocess.CompletedProcess[str]:
+    """Prepare (only if the tables are not there yet) and run; returns the run's result.
+
+    Skipping an existing prepare lets a test call this repeatedly to generate
+    more binlog traffic, e.g. before and after a restart.
+    """
+    workload = Sysbench(**shape)
+    workload.ensure_prepared(server)
+    return workload.run(server, time=time, events=events)
+
+
+def sysbench_run_background(server: MariaDBServer, *, time: float | None = None,
+                            events: int | None = None, prepare: bool = True,
+                            **shape: Any) -> SysbenchWorkload:
     """Start ``sysbench run`` without waiting; unbounded unless ``time``/``events`` given.
 
     sysbench 1.0 cannot ride out a server kill or restart (it exits on error 2013
     and crashes with ``--mysql-ignore-errors=all``), so expect a non-zero exit
     code after killing the server and start a new workload once it is back.
     """
+    workload = Sysbench(**shape)
     if prepare:
-        _ensure_db(server, db)
-        if not _is_prepared(server, db, tables):
-            sysbench_prepare(
-                server,
-                tables=tables,
-                table_size=table_size,
-                threads=threads,
-                test=test,
-                db=db,
-                extra=extra,
-            )
-    args = _sysbench_args(
-        server, test, tables=tables, table_size=table_size, threads=threads, db=db, extra=extra
-    )
-    return SysbenchWorkload(server, [*args, *_limit_args(time, events, unbounded=True), "run"])
+        workload.ensure_prepared(server)
+    return workload.background(server, time=time, events=events)
 
 
 def live_server_pids() -> list[int]:
