@@ -97,11 +97,11 @@ RUN_TIMEOUT = 3600.0
 _APPLIED = re.compile(r"applied (\d+) batch\(es\): (\d+) row change\(s\), (\d+) DDL"
                       r" statement\(s\) in ([\d.]+) s")
 #: ``ts=2026-11-22T09:32:01.070Z level=info logger=binrelay.spark.sync msg="batch applied"
-#: ... start=0-1.000001/mysql-bin.000001:15316959 end=0-1.000001/mysql-bin.000001:19511096``:
-#: when (UTC), and the start and end offsets.
+#: ... start="mysql-bin|000001.000001:15316959 (0-1.000001)" end="mysql-bin|000001.000001:19511096
+#: (0-1.000001)" ...`` (positions in their text form): when (UTC), the start and end offsets.
 _BATCH_LINE = re.compile(r"^ts=(\S+)Z level=info logger=binrelay\.spark\.sync"
-                         r' msg="batch applied" .*? start=\S*?:(\d+) end=\S*?:(\d+) ',
-                         re.MULTILINE)
+                         r' msg="batch applied" .*? start="[^"]*?:(\d+) \([^)"]*\)"'
+                         r' end="[^"]*?:(\d+) \([^)"]*\)"', re.MULTILINE)
 _VERBOSE = re.compile(rb"^### (INSERT INTO|UPDATE|DELETE FROM) |^#\d{6} .*\tGTID ",
                       re.MULTILINE)
 

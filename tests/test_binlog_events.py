@@ -19,8 +19,11 @@ from binrelay.binlog.build import with_crc
 from binrelay.binlog.bytes import HEADER
 from binrelay.binlog.events import EventHeader, FormatDescription
 from binrelay.binlog.parse import (
+    checked_mysql_gno,
     crc32_ok,
     fde_crc32_ok,
+    mysql_gtid_fields,
+    parse,
     parse_format_description,
     parse_header,
     parse_maria_gtid,
@@ -604,6 +607,14 @@ def test_parse_mysql_gtid_rejects_impossible_numbers(gno: int) -> None:
     ev = bb.event(c.GTID_LOG_EVENT, bb.mysql_gtid_body(UUID, gno), log_pos=0, checksum=True)
     with pytest.raises(BinlogFormatError, match="out of range"):
         parse_mysql_gtid(ev)
+    # Every reader of the same bytes says the same: the relay's field reader, the decoder,
+    # the scanner.
+    with pytest.raises(BinlogFormatError, match="out of range"):
+        mysql_gtid_fields(ev)
+    with pytest.raises(BinlogFormatError, match="out of range"):
+        parse(ev)
+    with pytest.raises(BinlogFormatError, match="out of range"):
+        checked_mysql_gno(ev, 0, len(ev))
 
 
 def test_parse_mysql_gtid_truncated() -> None:

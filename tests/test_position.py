@@ -54,6 +54,8 @@ def test_old_consumer_spelling_is_read() -> None:
     ({"subdir": "0-1.000001", "file": "mysql-bin.000001", "pos": 4.5}, "integer >= 0"),
     ({"subdir": "0-1", "file": "mysql-bin.000001", "pos": 4}, "not a relay subdir name"),
     ({"subdir": "0-1.000001", "file": "mysql-bin", "pos": 4}, "not a binlog file name"),
+    ({"subdir": "0-1.000001", "file": "mysql-bin.000001", "binlog-name": "mysql-bin.000002",
+      "pos": 4}, "both spellings"),
 ])
 def test_a_dict_that_is_not_a_position_says_what_one_looks_like(data: object, why: str
                                                                  ) -> None:

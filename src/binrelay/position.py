@@ -95,6 +95,8 @@ class Position:
 
         if not isinstance(data, dict):
             raise bad("not a mapping")
+        if any(old in data and new in data for old, new in _OLD_KEYS.items()):
+            raise bad("both spellings of a key")
         data = {_OLD_KEYS.get(k, k): v for k, v in data.items()}
         missing = [k for k in ("subdir", "file", "pos") if k not in data]
         if missing:

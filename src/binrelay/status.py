@@ -247,6 +247,8 @@ def read_checkpoint_view(config: Config, *, timeout: float = 3.0) -> Checkpoint:
         if exc.args and exc.args[0] in (1146, 1049):  # no table / no schema: never synced
             return Checkpoint(PERSISTED, table, reachable=True)
         return Checkpoint(PERSISTED, table, reachable=True, error=str(exc.args[-1]))
+    except BinrelayError as exc:  # a row that does not name a position: shown, not fatal
+        return Checkpoint(PERSISTED, table, reachable=True, error=exc.message)
     finally:
         with contextlib.suppress(Exception):
             conn.close()

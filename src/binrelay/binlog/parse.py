@@ -239,8 +239,8 @@ def _rotate(ctx: Context, header: EventHeader, event: bytes, end: int) -> Rotate
 _QUERY_POST_HEADER = 13
 
 
-def _query_text_start(ctx: Context, header: EventHeader, event: bytes, end: int) -> int:
-    post = ctx.post_header.get(header.event_type, _QUERY_POST_HEADER)
+def _text_start(event: bytes | bytearray | memoryview, end: int, post: int) -> int:
+    """Where a Query event's statement starts (post-header ``post`` bytes long)."""
     if end < _HEADER_LEN + _QUERY_POST_HEADER or post < _QUERY_POST_HEADER:
         raise Corrupt("truncated")
     db_len = event[_HEADER_LEN + 8]
@@ -249,6 +249,10 @@ def _query_text_start(ctx: Context, header: EventHeader, event: bytes, end: int)
     if start > end:
         raise Corrupt("truncated")
     return start
+
+
+def _query_text_start(ctx: Context, header: EventHeader, event: bytes, end: int) -> int:
+    return _text_start(event, end, ctx.post_header.get(header.event_type, _QUERY_POST_HEADER))
 
 
 def _query(ctx: Context, header: EventHeader, event: bytes, end: int) -> QueryEvent:
@@ -341,18 +345,30 @@ def _rows_query(ctx: Context, header: EventHeader, event: bytes, end: int) -> Ro
     return _new_rows_query(header, _text(event[_HEADER_LEN + 1:end]))
 
 
+def _mysql_gno(event: bytes | bytearray | memoryview, pos: int, end: int) -> int:
+    """The transaction number of the untagged MySQL GTID_LOG_EVENT at ``event[pos:end]``."""
+    base = pos + _HEADER_LEN
+    if end < base + 25:
+        raise Corrupt("truncated")
+    gno = int.from_bytes(event[base + 17:base + 25], "little", signed=True)
+    if not 1 <= gno <= MAX_GNO:
+        raise Corrupt(f"transaction number {gno} out of range")
+    return gno
+
+
 def _mysql_gtid(ctx: Context, header: EventHeader, event: bytes, end: int) -> MysqlGtidEvent:
     """GTID_LOG_EVENT / ANONYMOUS_GTID_LOG_EVENT: commit flag u8, source uuid 16 bytes,
     gno i64, then (5.7+) the logical clock."""
     base = _HEADER_LEN
-    if end < base + 25:
-        raise Corrupt("truncated")
+    anonymous = header.event_type == c.ANONYMOUS_GTID_LOG_EVENT
+    if anonymous:
+        if end < base + 25:
+            raise Corrupt("truncated")
+        gno = int.from_bytes(event[base + 17:base + 25], "little", signed=True)
+    else:
+        gno = _mysql_gno(event, 0, end)
     flags = event[base]
     uuid = uuid_text(event[base + 1:base + 17])
-    gno = int.from_bytes(event[base + 17:base + 25], "little", signed=True)
-    anonymous = header.event_type == c.ANONYMOUS_GTID_LOG_EVENT
-    if not anonymous and not 1 <= gno <= MAX_GNO:
-        raise Corrupt(f"transaction number {gno} out of range")
     last_committed = sequence_number = None
     # Logical clock: type code 2, last_committed, sequence_number.
     if end >= base + 42 and event[base + 25] == 2:
@@ -504,10 +520,10 @@ _PLAIN = Context()
 
 
 def parse_rotate(event: bytes | bytearray | memoryview, checksum_len: int) -> RotateEvent:
-    size = int.from_bytes(bytes(event[9:13]), "little") if len(event) >= 13 else 0
-    if len(event) < size:
+    header = parse_header(event)
+    if len(event) < header.event_size:
         raise format_error(c.ROTATE_EVENT, "truncated")
-    return _field(_rotate, bytes(event[:size]) if size >= _HEADER_LEN else event, checksum_len)
+    return _field(_rotate, event[:header.event_size], checksum_len)
 
 
 def parse_rotate_lenient(event: bytes | bytearray | memoryview) -> RotateEvent:
@@ -521,11 +537,15 @@ def parse_rotate_lenient(event: bytes | bytearray | memoryview) -> RotateEvent:
 
 def query_text_prefix(event: bytes | bytearray | memoryview, checksum_len: int,
                       limit: int = 32) -> bytes:
-    """The first ``limit`` bytes of a Query event's statement (enough to tell BEGIN/COMMIT)."""
-    data = bytes(event)
-    end = len(data) - checksum_len
-    start = _field(_query_text_start, data, checksum_len)
-    return data[start:min(end, start + limit)]
+    """The first ``limit`` bytes of a Query event's statement (enough to tell BEGIN/COMMIT).
+    On the relay's hot path (every MySQL BEGIN): reads the buffer as it is."""
+    end = len(event) - checksum_len
+    etype = event[4] if len(event) > 4 else c.QUERY_EVENT
+    try:
+        start = _text_start(event, end, _PLAIN.post_header.get(etype, _QUERY_POST_HEADER))
+    except Corrupt as exc:
+        raise format_error(etype, str(exc)) from None
+    return bytes(event[start:min(end, start + limit)])
 
 
 def parse_maria_gtid(event: bytes | bytearray | memoryview) -> MariadbGtidEvent:
@@ -555,6 +575,14 @@ def mysql_gtid_text(buf: bytes | bytearray | memoryview, pos: int = 0) -> str:
     return f"{uuid_text(buf[base + 1:base + 17])}:{gno}"
 
 
+def checked_mysql_gno(buf: bytes | bytearray | memoryview, pos: int, end: int) -> int:
+    """:func:`_mysql_gno` for readers of buffers (the scanner): a BinlogFormatError."""
+    try:
+        return _mysql_gno(buf, pos, end)
+    except Corrupt as exc:
+        raise format_error(c.GTID_LOG_EVENT, str(exc)) from None
+
+
 def parse_previous_gtids(event: bytes | bytearray | memoryview,
                          checksum_len: int) -> MysqlGtidSet:
     """The GTID set a MySQL PREVIOUS_GTIDS_LOG_EVENT holds."""
@@ -562,5 +590,15 @@ def parse_previous_gtids(event: bytes | bytearray | memoryview,
 
 
 def parse_mysql_gtid(event: bytes | bytearray | memoryview) -> MysqlGtidEvent:
-    """A MySQL GTID_LOG_EVENT (untagged): its uuid and transaction number."""
+    """A MySQL GTID_LOG_EVENT (untagged) as its event."""
     return _field(_mysql_gtid, event, 0)
+
+
+def mysql_gtid_fields(event: bytes | bytearray | memoryview) -> tuple[str, int]:
+    """``(uuid, gno)`` of an untagged MySQL GTID_LOG_EVENT, its number checked, without an
+    event object (the relay's hot path, once per transaction)."""
+    try:
+        gno = _mysql_gno(event, 0, len(event))
+    except Corrupt as exc:
+        raise format_error(c.GTID_LOG_EVENT, str(exc)) from None
+    return uuid_text(event[_HEADER_LEN + 1:_HEADER_LEN + 17]), gno

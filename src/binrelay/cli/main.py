@@ -43,9 +43,9 @@ def _sync_lag(relay_dir: Path) -> Callable[[Any], int]:
     def lag(report: Any) -> int:
         try:
             view = RelayView(relay_dir)
-        except BinrelayError:
-            return 0  # the relay dir is being repaired; the sync itself will say so
-        return relay_bytes_between(view, report.end, max(report.relay_end, view.end))
+            return relay_bytes_between(view, report.end, max(report.relay_end, view.end))
+        except (BinrelayError, OSError):  # the sync itself will say what is wrong
+            return relay_bytes_between(relay_dir, report.end, report.relay_end)
 
     return lag
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import MARIA_GTID
 from binrelay.binlog.parse import (
+    mysql_gtid_fields,
     parse_maria_gtid_list,
-    parse_mysql_gtid,
     parse_previous_gtids,
     query_text_prefix,
 )
@@ -104,8 +104,7 @@ class Progress:
             self._pending = (domain, int.from_bytes(event[5:9], "little"), seq)
             boundary = self._tracker.feed(event_type, maria_flags=flags)
         elif event_type == c.GTID_LOG_EVENT:
-            gtid = parse_mysql_gtid(event)
-            self._pending = (gtid.uuid, gtid.gno)
+            self._pending = mysql_gtid_fields(event)
             boundary = self._tracker.feed(event_type)
         elif needs_query_prefix(event_type):
             prefix = query_text_prefix(event, checksum_len)

@@ -124,7 +124,10 @@ class RelayView:
         self.root = root
         self.index: tuple[SubdirName, ...] = tuple(index)
         self._files: dict[SubdirName, list[str]] = {}
-        self._metas: dict[SubdirName, RelayMeta | None] = {}
+        # The last subdir's relay.meta before any file list: files listed after it hold
+        # every file it names, whatever the relay does meanwhile.
+        self._metas: dict[SubdirName, RelayMeta | None] = {
+            index[-1]: read_meta(root / str(index[-1]))}
 
     @classmethod
     def of(cls, where: RelayView | Path) -> RelayView:

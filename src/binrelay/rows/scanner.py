@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import TYPE_SIZE as _TYPE_SIZE
-from binrelay.binlog.parse import maria_gtid_text, mysql_gtid_text
+from binrelay.binlog.parse import checked_mysql_gno, maria_gtid_text, mysql_gtid_text
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError
 from binrelay.rows.decoder import _ROWS_TYPES, EventDecoder
 from binrelay.rows.events import (
@@ -177,10 +177,11 @@ class ChangeScanner:
                     file_offset: int) -> str | None:
         if etype == c.ANONYMOUS_GTID_LOG_EVENT:
             return None
-        base = pos + _HEADER_LEN
-        if body_end - base < 25:
-            raise BinlogFormatError("GTID_LOG_EVENT truncated", path=self.path,
-                                    offset=file_offset + pos)
+        try:
+            checked_mysql_gno(buf, pos, body_end)
+        except BinlogFormatError as exc:
+            raise BinlogFormatError(exc.reason, path=self.path, offset=file_offset + pos
+                                    ) from None
         return mysql_gtid_text(buf, pos)
 
     def _delegate(self, raw: bytes, offset: int, end_offset: int) -> Iterator[RowChange]:
