@@ -25,7 +25,7 @@ unless told that a torn tail is the end.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 from zlib import crc32
 
@@ -38,6 +38,10 @@ from binrelay.errors import BinlogFormatError, IncompleteEventError
 CHUNK = 1 << 20
 _HEADER_LEN = c.EVENT_HEADER_LEN
 _U32_MASK = 0xFFFFFFFF
+
+
+#: What a reader raises when its input stops inside an event (None: stop there quietly).
+Incomplete = Callable[["EventFramer"], BaseException | None]
 
 
 class NeedData:
@@ -219,16 +223,20 @@ class EventFramer:
 
 
 def feed_from(f: BinaryIO, framer: EventFramer, end: int | None = None, *,
-              chunk: int = CHUNK, torn_tail_ok: bool = False) -> Iterator[EventFramer]:
+              chunk: int = CHUNK, torn_tail_ok: bool = False,
+              incomplete: Incomplete | None = None) -> Iterator[EventFramer]:
     """Read ``f`` into ``framer`` from its :attr:`~EventFramer.end` (where ``f`` must stand)
     up to file offset ``end`` (None: to the end of the file); yield the framer after each
     read, for the caller to take the whole events it holds then.
 
     Reads are ``chunk`` bytes, or what the next event needs when it is larger, and never go
     past ``end``.  Stops when the range is read and the framer holds nothing more.  When the
-    range ends inside an event: :class:`~binrelay.errors.IncompleteEventError` at that
-    event's offset, or, with ``torn_tail_ok``, a quiet stop there (the caller finds the
-    offset in :attr:`~EventFramer.offset`).  A file that ends before ``end`` raises as well.
+    input stops inside an event (or the file ends before ``end``), raises what
+    ``incomplete(framer)`` returns (default: :meth:`EventFramer.incomplete`, an
+    :class:`~binrelay.errors.IncompleteEventError` at the offset of that event) or stops
+    quietly when it returns None; with ``torn_tail_ok`` a range that ends inside an event
+    (or a file, when ``end`` is None) is a quiet stop before that event
+    (:attr:`~EventFramer.offset`).
     """
     read = f.read
     while True:
@@ -240,26 +248,31 @@ def feed_from(f: BinaryIO, framer: EventFramer, end: int | None = None, *,
             if left <= 0:
                 if not framer.buffered or torn_tail_ok:
                     return
-                raise framer.incomplete()
+                break
             if want > left:
                 want = left
         more = read(want)
         if not more:
             if end is None and (not framer.buffered or torn_tail_ok):
                 return
-            raise framer.incomplete()
+            break
         framer.feed(more)
         yield framer
+    error = framer.incomplete() if incomplete is None else incomplete(framer)
+    if error is not None:
+        raise error
 
 
 def iter_events(f: BinaryIO, start: int, end: int | None, *, checksum_alg: int,
                 path: str = "", chunk: int = CHUNK, check_log_pos: bool = True,
-                torn_tail_ok: bool = False) -> Iterator[tuple[int, bytes]]:
+                torn_tail_ok: bool = False, incomplete: Incomplete | None = None
+                ) -> Iterator[tuple[int, bytes]]:
     """Events of ``f`` from offset ``start`` (an event boundary) up to ``end`` (None: the end
     of the file), checked as :class:`EventFramer` does; see :func:`feed_from`."""
     f.seek(start)
     framer = EventFramer(start, checksum_alg=checksum_alg, check_log_pos=check_log_pos,
                          path=path)
-    for _ in feed_from(f, framer, end, chunk=chunk, torn_tail_ok=torn_tail_ok):
+    for _ in feed_from(f, framer, end, chunk=chunk, torn_tail_ok=torn_tail_ok,
+                       incomplete=incomplete):
         while events := framer.events():
             yield from events
