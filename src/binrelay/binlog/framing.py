@@ -143,11 +143,26 @@ class EventFramer:
         p = self._pos
         n = len(buf)
         base = self._base
-        unpack = _HEADER.unpack_from
         check_log_pos = self._check_log_pos
         crc = self._crc
         out: list[tuple[int, bytes]] = []
         append = out.append
+        if not check_log_pos and not crc:
+            # Sizes only (the decoder checks the rest): the same cut, a third cheaper.
+            size_at = _U32.unpack_from
+            while n - p >= _HEADER_LEN:
+                size = size_at(buf, p + 9)[0]
+                if size < _HEADER_LEN or n - p < size:
+                    if size < _HEADER_LEN and not out:
+                        self._pos = p
+                        self._bad_size(size, base + p)
+                    break
+                end = p + size
+                append((base + p, buf[p:end]))
+                p = end
+            self._pos = p
+            return out
+        unpack = _HEADER.unpack_from
         while n - p >= _HEADER_LEN:
             _ts, etype, _sid, size, log_pos, _flags = unpack(buf, p)
             if size < _HEADER_LEN or n - p < size:
