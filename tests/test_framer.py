@@ -87,6 +87,18 @@ def test_built_binlogs_frame_however_they_are_fed(flavor: str, checksum: bool) -
     tr(data[4:], expected, checksum_alg=CRC32 if checksum else OFF)
 
 
+def test_sizes_only_frame_the_same() -> None:
+    """Without CRC32 and log_pos checks (the readers that leave them to the decoder) the
+    framer cuts the same events, and still refuses a size smaller than a header."""
+    data = _stream().bytes()
+    tr(data[4:], list(walk(data)), checksum_alg=OFF, check_log_pos=False)
+    bad = bytearray(build.event(c.XID_EVENT, bytes(8), log_pos=0, checksum=False))
+    bad[9:13] = struct.pack("<I", 0)
+    for chunks in _splits(data[4:] + bytes(bad))[2:]:
+        with pytest.raises(BinlogFormatError, match="event size 0 is smaller than its header"):
+            _frame(chunks, 4, one_by_one=False, check_log_pos=False)
+
+
 def test_real_captures_frame_however_they_are_fed() -> None:
     files = capture_binlogs()
     assert files
@@ -325,3 +337,26 @@ def test_feed_from_leaves_the_cutting_to_the_consumer() -> None:
             pos += size
         fr.consume(pos)
     assert seen == expected
+
+
+def test_the_incomplete_hook_names_the_error_or_stops() -> None:
+    data = _stream().bytes()
+    expected = list(walk(data))
+    torn = data[: expected[-1][0] + 30]
+
+    class Mine(Exception):
+        pass
+
+    seen: list[tuple[int, int]] = []
+
+    def hook(framer: EventFramer) -> Exception | None:
+        seen.append((framer.offset, framer.buffered))
+        return Mine() if framer.buffered else None
+
+    with pytest.raises(Mine):
+        list(iter_events(_file(torn), 4, None, checksum_alg=CRC32, incomplete=hook))
+    assert seen == [(expected[-1][0], 30)]
+    # None: a quiet stop (here: a file that ends at a boundary before the range's end).
+    assert list(iter_events(_file(data), 4, len(data) + 50, checksum_alg=CRC32,
+                            incomplete=hook)) == expected
+    assert seen[-1] == (len(data), 0)

@@ -153,9 +153,7 @@ class EventFramer:
             while n - p >= _HEADER_LEN:
                 size = size_at(buf, p + 9)[0]
                 if size < _HEADER_LEN or n - p < size:
-                    if size < _HEADER_LEN and not out:
-                        self._pos = p
-                        self._bad_size(size, base + p)
+                    self._stop_at(p, size, out)
                     break
                 end = p + size
                 append((base + p, buf[p:end]))
@@ -166,9 +164,7 @@ class EventFramer:
         while n - p >= _HEADER_LEN:
             _ts, etype, _sid, size, log_pos, _flags = unpack(buf, p)
             if size < _HEADER_LEN or n - p < size:
-                if size < _HEADER_LEN and not out:
-                    self._pos = p
-                    self._bad_size(size, base + p)
+                self._stop_at(p, size, out)
                 break
             end = p + size
             if check_log_pos and log_pos and log_pos != (base + end) & _U32_MASK:
@@ -206,6 +202,13 @@ class EventFramer:
                     crc32(event[:-4]) != _U32.unpack_from(event, size - 4)[0]:
                 verify_checksum(event, self._checksum_alg, offset=offset, path=self.path)
         return size
+
+    def _stop_at(self, p: int, size: int, out: list[tuple[int, bytes]]) -> None:
+        """``events()`` stops at ``buf[p]``: an incomplete event, or a bad size, which raises
+        when no good event comes before it."""
+        if size < _HEADER_LEN and not out:
+            self._pos = p
+            self._bad_size(size, self._base + p)
 
     def _bad_size(self, size: int, offset: int) -> None:
         raise BinlogFormatError(f"event size {size} is smaller than its header",
