@@ -20,7 +20,8 @@ cut: ``(offset, event bytes)``.  The file is opened by the caller (this package 
 nothing), so a file's own rules (the magic, what a torn tail means, a file that grows) stay
 with the caller.  When the range ends inside an event they raise
 :class:`~binrelay.errors.IncompleteEventError` with the file and the offset of that event,
-unless told that a torn tail is the end.
+unless told that a torn tail is the end (``torn_tail_ok``) or given the caller's own error
+(``incomplete``).
 """
 
 from __future__ import annotations
@@ -87,12 +88,8 @@ class EventFramer:
     def feed(self, data: bytes) -> None:
         """Append the next bytes of the file."""
         pos = self._pos
-        if pos == len(self._buf):
-            self._base += pos
-            self._buf = data
-        else:
-            self._base += pos
-            self._buf = self._buf[pos:] + data
+        self._base += pos
+        self._buf = data if pos == len(self._buf) else self._buf[pos:] + data
         self._pos = 0
 
     @property
