@@ -17,8 +17,7 @@ from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import HEADER as _HEADER
 from binrelay.binlog.bytes import U32 as _U32
 from binrelay.binlog.txn import IN_GROUP_TYPES
-
-_MAX_PACKET = 0xFFFFFF
+from binrelay.upstream.packets import MAX_PACKET as _MAX_PACKET
 
 #: One byte per event type, 1 for the types a run may contain.
 BORING = bytes(1 if t in IN_GROUP_TYPES else 0 for t in range(256))
@@ -28,10 +27,11 @@ def take_run_python(data: bytes, pos: int, offset: int, check_crc: bool, boring:
                     out: bytearray) -> tuple[int, int, int, bool]:
     """Append the run's events to ``out``; return (pos, offset, events taken, bad checksum).
 
-    An event is taken when its packet is whole, its type is flagged in ``boring``, it is not
-    artificial, it starts at ``offset`` (where the file ends), its size matches the packet and,
-    with ``check_crc``, its CRC32 matches.  ``bad checksum`` says the run stopped at an event
-    whose CRC32 did not match.
+    An event is taken when its packet is whole (a plain ``0x00 + event`` packet shorter than
+    the maximum: :mod:`binrelay.upstream.packets`' framing of its commonest case, inlined),
+    its type is flagged in ``boring``, it is not artificial, it starts at ``offset`` (where
+    the file ends), its size matches the packet and, with ``check_crc``, its CRC32 matches.
+    ``bad checksum`` says the run stopped at an event whose CRC32 did not match.
     """
     n = len(data)
     view = memoryview(data)

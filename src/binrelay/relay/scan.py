@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.binlog import constants as c
-from binrelay.binlog.bytes import HEADER as _HEADER
 from binrelay.binlog.events import FormatDescription
-from binrelay.binlog.framing import iter_events
+from binrelay.binlog.framing import EventFramer, NeedData, iter_events
 from binrelay.binlog.parse import parse_format_description, parse_rotate, verify_checksum
 from binrelay.errors import BinlogFormatError, IncompleteEventError
 from binrelay.relay.progress import Progress
 
-_CHUNK = 1 << 20
 _TORN = "partial event at the end"
 
 
@@ -37,16 +35,33 @@ class ScanResult:
     rotated_to: str | None
 
 
-def read_fde(path: Path) -> FormatDescription | None:
+def read_fde_event(path: Path) -> bytes | None:
+    """The file's FORMAT_DESCRIPTION_EVENT as its bytes (its checksum unchecked); None when
+    the file does not start with the magic and a whole one."""
     with open(path, "rb") as f:
         head = f.read(4 + c.EVENT_HEADER_LEN)
         if len(head) < 4 + c.EVENT_HEADER_LEN or head[:4] != c.BINLOG_MAGIC:
             return None
-        size = _HEADER.unpack_from(head, 4)[3]
-        if size < c.EVENT_HEADER_LEN:  # f.read() refuses a negative length
+        framer = EventFramer(4, check_log_pos=False, path=str(path))
+        framer.feed(head[4:])
+        need = framer.need()
+        if need:
+            framer.feed(f.read(need))
+        try:
+            got = framer.next_event()
+        except BinlogFormatError:
             return None
-        event = head[4:] + f.read(size - c.EVENT_HEADER_LEN)
-    if len(event) < size or event[4] != c.FORMAT_DESCRIPTION_EVENT:
+    if isinstance(got, NeedData) or got[1][4] != c.FORMAT_DESCRIPTION_EVENT:
+        return None
+    return got[1]
+
+
+def read_fde(path: Path) -> FormatDescription | None:
+    return _parse_fde(read_fde_event(path))
+
+
+def _parse_fde(event: bytes | None) -> FormatDescription | None:
+    if event is None:
         return None
     try:
         fde = parse_format_description(event)
@@ -60,11 +75,12 @@ def scan_file(path: Path, *, flavor: str | None, start: int = 0,
               start_gtids: str = "") -> ScanResult:
     """Scan ``path`` from ``start`` (0, or an event boundary after the FDE)."""
     size = os.path.getsize(path)
-    fde = read_fde(path)
-    if fde is None:
+    fde_event = read_fde_event(path)
+    fde = _parse_fde(fde_event)
+    if fde is None or fde_event is None:
         reason = "no binlog header" if size else "empty file"
         return ScanResult(size, None, 0, "", 0, reason, False, None)
-    fde_end = 4 + _fde_size(path)
+    fde_end = 4 + len(fde_event)
     flavor = flavor or ("mariadb" if fde.is_mariadb else "mysql")
     pos = max(start, fde_end)
     progress = Progress(flavor=flavor, gtid_text=start_gtids, position=pos)
@@ -89,9 +105,3 @@ def scan_file(path: Path, *, flavor: str | None, start: int = 0,
         stop_pos=pos, stop_reason=stop_reason, torn_tail=stop_reason == _TORN,
         rotated_to=rotated_to if rotated_to and progress.boundary_pos == size else None,
     )
-
-
-def _fde_size(path: Path) -> int:
-    with open(path, "rb") as f:
-        f.seek(4)
-        return _HEADER.unpack(f.read(c.EVENT_HEADER_LEN))[3]

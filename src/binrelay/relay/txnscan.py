@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.binlog import constants as c
-from binrelay.binlog.bytes import TYPE_SIZE as _TYPE_SIZE
+from binrelay.binlog.framing import EventFramer, iter_events
 from binrelay.binlog.parse import maria_gtid_text, mysql_gtid_text, query_text_prefix
 from binrelay.binlog.txn import (
     IN_GROUP_TYPES,
@@ -68,39 +68,26 @@ def transaction_ends(path: Path, start: int, stop: int, *,
     checksum_len = fde.checksum_len
     tracker = TxnTracker()
     ends: list[TxnEnd] = []
-    pos = start
     txn_start = start
     saw_rows = False
     saw_statement = False
     gtid: str | None = None
+
+    def cut_short(framer: EventFramer) -> RelayDirError | None:
+        if stop - framer.offset < c.EVENT_HEADER_LEN:
+            return None  # a torn header at the end of a finished file
+        return RelayDirError(f"relay file {path} ends at {framer.end}, before {stop}",
+                             hint="restart the relay to recover it")
+
     with open(path, "rb") as f:
-        f.seek(start)
-        buf = b""
-        base = start
-        while pos < stop:
-            off = pos - base
-            if off > len(buf):
-                # Hopping over an event body went past what was read: skip the rest unread.
-                f.seek(pos)
-                buf, base, off = b"", pos, 0
-            if len(buf) - off < c.EVENT_HEADER_LEN:
-                more = f.read(min(_CHUNK, stop - base - len(buf)))
-                if not more:
-                    if stop - pos < c.EVENT_HEADER_LEN:
-                        break  # a torn header at the end of a finished file
-                    raise RelayDirError(f"relay file {path} ends at {base + len(buf)}, before "
-                                        f"{stop}", hint="restart the relay to recover it")
-                buf = buf[off:] + more
-                base = pos
-                continue
-            etype, size = _TYPE_SIZE.unpack_from(buf, off + 4)
-            if size < c.EVENT_HEADER_LEN:
-                raise BinlogFormatError(f"event size {size} is smaller than its header",
-                                        path=str(path), offset=pos)
-            if pos + size > stop:
-                # Only a finished file's torn tail (the upstream crashed mid-event) gets here:
-                # stops inside files being written are transaction ends.
-                break
+        # Only a finished file's torn tail (the upstream crashed mid-event) ends inside an
+        # event before ``stop`` (torn_tail_ok): stops inside files being written are
+        # transaction ends.  No checks but the sizes: see the module's docstring.
+        for pos, event in iter_events(f, start, stop, checksum_alg=c.BINLOG_CHECKSUM_ALG_OFF,
+                                      path=str(path), chunk=_CHUNK, check_log_pos=False,
+                                      torn_tail_ok=True, incomplete=cut_short):
+            etype = event[4]
+            size = len(event)
             if not tracker.in_transaction:
                 txn_start = pos
                 saw_rows = False
@@ -110,14 +97,7 @@ def transaction_ends(path: Path, start: int, stop: int, *,
                 if etype != c.TABLE_MAP_EVENT and etype not in _NOT_ROWS:
                     saw_rows = True
                 tracker.feed(etype)
-                pos += size
                 continue
-            if len(buf) - off < size:
-                # The events that decide where transactions end are read whole.
-                buf = buf[off:] + f.read(max(_CHUNK, size - (len(buf) - off)))
-                base = pos
-                off = 0
-            event = buf[off : off + size]
             prefix = b""
             if needs_query_prefix(etype):
                 prefix = query_text_prefix(event, checksum_len)
@@ -158,7 +138,6 @@ def transaction_ends(path: Path, start: int, stop: int, *,
                 # CREATE TABLE ... SELECT whose rows follow, or a savepoint whose ROLLBACK
                 # TO undoes logged rows: the transaction must be replayed as it is.
                 saw_statement = True
-            pos += size
     return ends
 
 

@@ -38,10 +38,10 @@ from binrelay.relay.hotloop import BORING, take_run
 from binrelay.relay.layout import FILE_MODE, RelayMeta, fsync_dir, read_meta, write_meta
 from binrelay.relay.progress import Progress
 from binrelay.relay.scan import read_fde
+from binrelay.upstream.packets import MAX_PACKET as _MAX_PACKET
 
 log = logging.getLogger(__name__)
 
-_MAX_PACKET = 0xFFFFFF
 _FLUSH_BYTES = 1 << 20
 _U32 = 1 << 32
 
@@ -272,6 +272,8 @@ class RelayWriter:
                     raise ChecksumMismatchError(
                         f"CRC32 mismatch in an event from the upstream for {self.file_name}",
                         offset=self.offset)
+            # A whole 0x00 + event packet, or leave it to the stream (the packet test of
+            # binrelay.upstream.packets, inlined as in the hot loop: this runs per event).
             if n - pos < 5:
                 break
             length = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16)

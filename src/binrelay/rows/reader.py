@@ -13,61 +13,37 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from binrelay.binlog import constants as c
-from binrelay.errors import BinlogFormatError, IncompleteEventError
+from binrelay.binlog.framing import CHUNK, EventFramer, feed_from, iter_events
+from binrelay.errors import BinlogFormatError
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.events import Event, RowChange
 from binrelay.rows.scanner import ChangeScanner
-
-CHUNK = 1 << 20
 
 
 def iter_file_events(path: Path | str, *, start: int = 4,
                      chunk: int = CHUNK) -> Iterator[tuple[int, bytes]]:
     """``(offset, event bytes)`` for every event of the binlog file at ``path``."""
     path = Path(path)
+    with _open(path) as f:
+        _check_magic(f, path)
+        # No checks but the framing: the decoder checks each event (CRC32 included).
+        yield from iter_events(f, start, None, checksum_alg=c.BINLOG_CHECKSUM_ALG_OFF,
+                               path=str(path), chunk=chunk, check_log_pos=False)
+
+
+def _open(path: Path) -> BinaryIO:
     try:
-        f = path.open("rb")
+        return path.open("rb")
     except OSError as exc:
         raise BinlogFormatError(f"cannot open: {exc.strerror}", path=str(path)) from exc
-    with f:
-        magic = f.read(4)
-        if magic != c.BINLOG_MAGIC:
-            raise BinlogFormatError("not a binlog file (bad magic)", path=str(path), offset=0)
-        if start != 4:
-            f.seek(start)
-        buf = b""
-        pos = 0
-        offset = start  # file offset of buf[pos]
-        eof = False
-        need = c.EVENT_HEADER_LEN
-        while True:
-            avail = len(buf) - pos
-            if avail < need:
-                if eof:
-                    break
-                more = f.read(max(chunk, need - avail))
-                eof = not more
-                buf = buf[pos:] + more
-                pos = 0
-                continue
-            size = int.from_bytes(buf[pos + 9:pos + 13], "little")
-            if size < c.EVENT_HEADER_LEN:
-                raise BinlogFormatError(
-                    f"event size {size} is smaller than the {c.EVENT_HEADER_LEN}-byte header",
-                    path=str(path), offset=offset)
-            if avail < size:
-                need = size
-                continue
-            yield offset, buf[pos:pos + size]
-            pos += size
-            offset += size
-            need = c.EVENT_HEADER_LEN
-        if len(buf) - pos:
-            raise IncompleteEventError(
-                f"file ends inside an event ({len(buf) - pos} bytes of it)", path=str(path),
-                offset=offset)
+
+
+def _check_magic(f: BinaryIO, path: Path) -> None:
+    if f.read(4) != c.BINLOG_MAGIC:
+        raise BinlogFormatError("not a binlog file (bad magic)", path=str(path), offset=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,39 +73,14 @@ def iter_file_changes(path: Path | str, *, verify_checksums: bool = True,
     """Every row change of one binlog file, located (file, offsets, GTID): the fast path."""
     path = Path(path)
     scanner = ChangeScanner(verify_checksums=verify_checksums, path=str(path))
-    try:
-        f = path.open("rb")
-    except OSError as exc:
-        raise BinlogFormatError(f"cannot open: {exc.strerror}", path=str(path)) from exc
-    with f:
-        if f.read(4) != c.BINLOG_MAGIC:
-            raise BinlogFormatError("not a binlog file (bad magic)", path=str(path), offset=0)
-        base = 4  # file offset of buf[0]
-        buf = b""
-        while True:
-            more = f.read(chunk)
-            if not more:
-                break
-            buf = buf + more if buf else more
-            yield from scanner.scan(buf, 0, len(buf), file_offset=base)
-            done = scanner.stopped_at
-            if done:
-                base += done
-                buf = buf[done:]
-            elif len(buf) >= c.EVENT_HEADER_LEN:
-                # One event larger than the buffer: read the rest of it in one go.
-                size = int.from_bytes(buf[9:13], "little")
-                if size > len(buf):
-                    rest = f.read(size - len(buf))
-                    buf += rest
-                    if len(rest):
-                        yield from scanner.scan(buf, 0, len(buf), file_offset=base)
-                        base += scanner.stopped_at
-                        buf = buf[scanner.stopped_at:]
-        if buf:
-            raise IncompleteEventError(
-                f"file ends inside an event ({len(buf)} bytes of it)", path=str(path),
-                offset=base)
+    with _open(path) as f:
+        _check_magic(f, path)
+        # The scanner walks the buffer itself (CRC32 checked), the framer only holds it.
+        framer = EventFramer(4, path=str(path))
+        for fr in feed_from(f, framer, None, chunk=chunk):
+            buf, pos, base = fr.run()
+            yield from scanner.scan(buf, pos, len(buf), file_offset=base)
+            fr.consume(scanner.stopped_at)
 
 
 def iter_changes(files: list[Path], *, verify_checksums: bool = True) -> Iterator[RowChange]:

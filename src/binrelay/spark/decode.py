@@ -12,15 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from binrelay.binlog import constants as c
-from binrelay.binlog.bytes import HEADER as _HEADER
 from binrelay.binlog.bytes import U32
 from binrelay.binlog.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
-from binrelay.binlog.framing import iter_events
+from binrelay.binlog.framing import EventFramer, feed_from, iter_events
 from binrelay.binlog.txn import is_transaction_control
 from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.relaydir import RelayView
-from binrelay.relay.scan import read_fde
+from binrelay.relay.scan import read_fde, read_fde_event
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.scanner import ChangeScanner
 from binrelay.spark.changes import RowBuilder
@@ -31,13 +29,10 @@ _BATCH_ROWS = 8192
 
 
 def fde_bytes(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(4)
-        head = f.read(c.EVENT_HEADER_LEN)
-        if len(head) < c.EVENT_HEADER_LEN:
-            raise RelayDirError(f"relay file {path} has no valid binlog header")
-        size = _HEADER.unpack(head)[3]
-        return head + f.read(size - c.EVENT_HEADER_LEN)
+    event = read_fde_event(path)
+    if event is None:
+        raise RelayDirError(f"relay file {path} has no valid binlog header")
+    return event
 
 
 def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
@@ -108,28 +103,24 @@ def iter_segment_changes(relay_dir: Path, segment: Segment) -> Iterator[tuple[An
     scanner = ChangeScanner(path=str(path))
     for _ in scanner.scan(fde_bytes(path), file_offset=4):
         pass
+
+    def cut_short(framer: EventFramer) -> RelayDirError | None:
+        if not framer.buffered:
+            return None  # (the file ends at an event boundary: what is there is read)
+        return RelayDirError(f"relay file {path} ends inside an event at {framer.offset}, "
+                             f"before the partition's end {segment.stop}")
+
     with open(path, "rb") as f:
         f.seek(segment.start)
-        base = segment.start
-        buf = b""
-        while base + len(buf) < segment.stop or buf:
-            want = min(_CHUNK, segment.stop - base - len(buf))
-            more = f.read(want) if want > 0 else b""
-            if not more and not buf:
-                break
-            buf += more
-            for change in scanner.scan(buf, file_offset=base):
+        # The scanner walks the buffer itself (CRC32 checked), the framer only holds it.
+        framer = EventFramer(segment.start, path=str(path))
+        for fr in feed_from(f, framer, segment.stop, chunk=_CHUNK, incomplete=cut_short):
+            buf, pos, base = fr.run()
+            for change in scanner.scan(buf, pos, file_offset=base):
                 where = change.where
                 ts = U32.unpack_from(buf, where.pos - base)[0] if where is not None else 0
                 yield change, ts
-            used = scanner.stopped_at
-            if used == 0 and not more:
-                raise RelayDirError(f"relay file {path} ends inside an event at "
-                                    f"{base}, before the partition's end {segment.stop}")
-            buf = buf[used:]
-            base += used
-            if base >= segment.stop:
-                break
+            fr.consume(scanner.stopped_at)
 
 
 def _ddl_rows(path: Path, segment: Segment) -> Iterator[Any]:

@@ -4,6 +4,15 @@ After ``COM_BINLOG_DUMP`` the server sends one packet per event: a 0x00 byte fol
 event, split into 16 MiB - 1 chunks when larger, an EOF packet when a non-blocking dump is
 done, or an error packet.  PyMySQL handles the handshake; this reader takes the socket over
 for the stream because per-packet objects would cost more than the relay's whole budget.
+
+Packet framing lives here, in :meth:`EventStream.events`: partial packets, 16 MiB
+continuations, error and EOF packets.  The relay takes most packets before they reach it, in
+two specialisations of its commonest case only, a whole ``0x00 + event`` packet shorter than
+:data:`MAX_PACKET`: ``relay.hotloop.take_run`` (runs of ordinary events; the Python
+specification of the C loop) and ``RelayWriter.consume_packets`` (the event between two
+runs).  Both write that one test inline (``end > n or length >= MAX_PACKET or marker != 0``:
+leave it to ``events``), because they run per event on the hot path, and leave every other
+packet to ``events``.
 """
 
 from __future__ import annotations
