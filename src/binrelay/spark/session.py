@@ -94,6 +94,12 @@ def session_conf(master: str, app_name: str, *, ui: bool = False,
         "spark.ui.retainedTasks": "1000",
         "spark.ui.retainedDeadExecutors": "10",
         "spark.sql.ui.retainedExecutions": "20",
+        # Spark cleans a finished batch's shuffle files and metadata once the driver's
+        # garbage collector has found them unreferenced, and by default forces that only
+        # every 30 minutes; meanwhile garbage fills the old generation, whose every touched
+        # page stays resident: a 30-minute soak's JVM grew 379 -> 608 MiB.  A full GC every
+        # 3 minutes (the live heap is 60-70 MB) held it at 380 -> 435 MiB.
+        "spark.cleaner.periodicGC.interval": "3min",
     }
 
 
