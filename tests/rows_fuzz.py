@@ -10,8 +10,9 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from binrelay.binlog.events import TransactionPayloadEvent
 from binrelay.errors import BinlogFormatError
-from binrelay.rows import EventDecoder, RowsEvent, TransactionPayloadEvent, iter_file_events
+from binrelay.rows import EventDecoder, RowsEvent, iter_file_events
 from binrelay.rows.scanner import ChangeScanner
 
 

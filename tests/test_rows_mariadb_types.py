@@ -420,7 +420,8 @@ def test_table_map_metadata(server: MariaDBServer, conn: Any) -> None:
 def test_compressed_events(server: MariaDBServer, conn: Any) -> None:
     """log_bin_compress: QUERY_COMPRESSED and *_ROWS_COMPRESSED events (MariaDB's zlib)."""
     from binrelay.binlog import constants as c
-    from binrelay.rows import EventDecoder, QueryEvent, RowsEvent, iter_file_events
+    from binrelay.binlog.events import QueryEvent
+    from binrelay.rows import EventDecoder, RowsEvent, iter_file_events
 
     server.execute("SET GLOBAL log_bin_compress = ON")
     server.execute("SET GLOBAL log_bin_compress_min_len = 10")

@@ -19,13 +19,11 @@ from typing import Any
 
 import pytest
 
+from binrelay.binlog.events import MysqlGtidEvent, OtherEvent, PreviousGtidsEvent
 from binrelay.errors import BinlogFormatError, IncompleteEventError
 from binrelay.rows import (
     ABSENT,
     JsonPartialUpdate,
-    MysqlGtidEvent,
-    OtherEvent,
-    PreviousGtidsEvent,
     RowChange,
     RowsEvent,
     TableMapEvent,

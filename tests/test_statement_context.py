@@ -17,16 +17,10 @@ from hypothesis import strategies as st
 
 from binrelay.apply.statement_sql import context_statements, reset_statements, sql_string
 from binrelay.binlog import statement as s
+from binrelay.binlog.events import IntvarEvent, QueryEvent, RandEvent, UserVarEvent
 from binrelay.binlog.statement import QueryStatus, UserVar
 from binrelay.errors import ApplyError, BinlogFormatError
-from binrelay.rows import (
-    EventDecoder,
-    IntvarEvent,
-    QueryEvent,
-    RandEvent,
-    UserVarEvent,
-    iter_file_events,
-)
+from binrelay.rows import EventDecoder, iter_file_events
 from binrelay.rows.decimal import decode_decimal
 from captures import MYSQL_CAPTURES, capture_binlogs
 

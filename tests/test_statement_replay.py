@@ -19,18 +19,16 @@ from binrelay.apply.downstream import Downstream
 from binrelay.apply.statement_sql import context_statements, reset_statements
 from binrelay.binlog import constants as c
 from binrelay.binlog import statement as s
-from binrelay.binlog.statement import UserVar
-from binrelay.rows import (
-    EventDecoder,
+from binrelay.binlog.events import (
     FormatDescriptionEvent,
     IntvarEvent,
     QueryEvent,
     RandEvent,
-    RowsEvent,
     UserVarEvent,
     XidEvent,
-    iter_file_events,
 )
+from binrelay.binlog.statement import UserVar
+from binrelay.rows import EventDecoder, RowsEvent, iter_file_events
 from binrelay.testing.sandbox import MariaDBServer, ServerFactory
 
 pytestmark = pytest.mark.timeout(300)

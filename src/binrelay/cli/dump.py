@@ -11,8 +11,9 @@ from typing import Any
 
 import click
 
-from binrelay import rows as ev
+from binrelay import rows
 from binrelay.binlog import constants as c
+from binrelay.binlog import events as ev
 from binrelay.cli.failing import reports_errors
 from binrelay.relay.chain import relay_dir_files
 from binrelay.rows.reader import Located, decode_files, iter_changes
@@ -73,8 +74,8 @@ def json_lines(files: list[Path], *, verify_checksums: bool = True) -> Iterator[
 
 # --- text ---------------------------------------------------------------------------------
 
-_OPS = {ev.INSERT: ("INSERT INTO", "SET", None), ev.DELETE: ("DELETE FROM", "WHERE", None),
-        ev.UPDATE: ("UPDATE", "WHERE", "SET")}
+_OPS = {rows.INSERT: ("INSERT INTO", "SET", None), rows.DELETE: ("DELETE FROM", "WHERE", None),
+        rows.UPDATE: ("UPDATE", "WHERE", "SET")}
 
 
 def _ts(timestamp: int) -> str:
@@ -111,11 +112,11 @@ def _summary(event: Any) -> str:
         return f"GTID {event.gtid}"
     if isinstance(event, ev.PreviousGtidsEvent):
         return f"Previous-GTIDs [{event.gtid_set}]"
-    if isinstance(event, ev.TableMapEvent):
+    if isinstance(event, rows.TableMapEvent):
         t = event.table
         cols = ", ".join(f"{col.label} {col.type_name}" for col in t.columns)
         return f"Table_map: {_qname(t)} mapped to number {t.table_id} ({cols})"
-    if isinstance(event, ev.RowsEvent):
+    if isinstance(event, rows.RowsEvent):
         flags = " flags: STMT_END_F" if event.stmt_end else ""
         name = c.event_type_name(event.header.event_type)
         return f"{name}: {_qname(event.table)} table id {event.table.table_id}{flags}"
@@ -138,22 +139,22 @@ def text_lines(located: Iterator[Located]) -> Iterator[str]:
         yield f"# at {loc.pos}"
         yield (f"#{_ts(h.timestamp)} server id {h.server_id}  end_log_pos {h.log_pos}  "
                f"{_summary(event)}")
-        if isinstance(event, ev.RowsEvent):
+        if isinstance(event, rows.RowsEvent):
             yield from _row_lines(event)
 
 
-def _row_lines(event: ev.RowsEvent) -> Iterator[str]:
+def _row_lines(event: rows.RowsEvent) -> Iterator[str]:
     table = event.table
     verb, first, second = _OPS[event.op]
     for change in event.rows():
         yield f"### {verb} {_qname(table)}"
-        images = [(first, change.before if event.op != ev.INSERT else change.after)]
+        images = [(first, change.before if event.op != rows.INSERT else change.after)]
         if second is not None:
             images.append((second, change.after))
         for clause, image in images:
             yield f"### {clause}"
             assert image is not None
             for col, value in zip(table.columns, image, strict=True):
-                if value is ev.ABSENT:
+                if value is rows.ABSENT:
                     continue
                 yield f"###   {col.label}={sql_literal(value, col)}"

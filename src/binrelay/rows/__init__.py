@@ -3,7 +3,8 @@
 Two ways in, sharing table maps and compiled row decoders:
 
 * :class:`EventDecoder` — feed it whole events (as relay files hold them), get one typed
-  event each (:mod:`binrelay.rows.events`); ``RowsEvent.rows()`` yields the row changes.
+  event each (:mod:`binrelay.binlog.events`, and TABLE_MAP and rows events from
+  :mod:`binrelay.rows.events`); ``RowsEvent.rows()`` yields the row changes.
 * :class:`ChangeScanner` — the fast path for bulk row extraction: give it buffers of whole
   events, get located :class:`RowChange` objects (file, offsets, GTID) without a typed object
   per event.  :func:`iter_changes` runs it over files.
@@ -14,25 +15,6 @@ Arrow counterparts are documented in ``docs/types.md``.
 May import: binlog, errors, gtid, _speedups.
 """
 
-from binrelay.binlog.events import (
-    AnnotateRowsEvent,
-    BinlogCheckpointEvent,
-    FormatDescriptionEvent,
-    IntvarEvent,
-    MariadbGtidEvent,
-    MariadbGtidListEvent,
-    MysqlGtidEvent,
-    OtherEvent,
-    PreviousGtidsEvent,
-    QueryEvent,
-    RandEvent,
-    RotateEvent,
-    RowsQueryEvent,
-    StopEvent,
-    TransactionPayloadEvent,
-    UserVarEvent,
-    XidEvent,
-)
 from binrelay.rows.compiler import ABSENT
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.events import (
@@ -62,38 +44,21 @@ __all__ = [
     "DELETE",
     "INSERT",
     "UPDATE",
-    "AnnotateRowsEvent",
-    "BinlogCheckpointEvent",
     "ChangeScanner",
     "Column",
     "Event",
     "EventDecoder",
-    "FormatDescriptionEvent",
-    "IntvarEvent",
     "JsonDiff",
     "JsonOpaque",
     "JsonPartialUpdate",
     "Located",
     "Location",
-    "MariadbGtidEvent",
-    "MariadbGtidListEvent",
     "MysqlDate",
     "MysqlDateTime",
-    "MysqlGtidEvent",
-    "OtherEvent",
-    "PreviousGtidsEvent",
-    "QueryEvent",
-    "RandEvent",
-    "RotateEvent",
     "RowChange",
     "RowsEvent",
-    "RowsQueryEvent",
-    "StopEvent",
     "TableMap",
     "TableMapEvent",
-    "TransactionPayloadEvent",
-    "UserVarEvent",
-    "XidEvent",
     "decode_files",
     "iter_changes",
     "iter_file_changes",
