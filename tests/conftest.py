@@ -8,6 +8,7 @@ error logs for post-mortem debugging (processes are stopped regardless).
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import shutil
@@ -152,6 +153,9 @@ def spark():
     """One local Spark (2 cores, loopback, no UI) for every Spark test of the session."""
     from binrelay.spark import build_session
 
+    # As the CLI does (logfmt.setup_logging): py4j's INFO lines are noise, and one of them,
+    # from its finalizer thread at interpreter exit, would print to a closed capture stream.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     session = build_session("local[2]", app_name="binrelay-tests")
     yield session
     session.stop()
