@@ -14,7 +14,7 @@ import pytest
 from binlog_builder import MAGIC, BinlogBuilder, walk
 from binrelay.binlog import build
 from binrelay.binlog import constants as c
-from binrelay.binlog.framing import EventFramer, NeedData, feed_from, iter_events
+from binrelay.binlog.framing import EventFramer, NeedData, feed_from, iter_events, iter_frames
 from binrelay.binlog.parse import parse_format_description
 from binrelay.errors import BinlogFormatError, ChecksumMismatchError, IncompleteEventError
 from captures import capture_binlogs
@@ -360,3 +360,53 @@ def test_the_incomplete_hook_names_the_error_or_stops() -> None:
     assert list(iter_events(_file(data), 4, len(data) + 50, checksum_alg=CRC32,
                             incomplete=hook)) == expected
     assert seen[-1] == (len(data), 0)
+
+
+# ---- the planner's walk: events read whole, bodies hopped over -----------------------------
+
+_HOP = bytes(2 if t in (c.TABLE_MAP_EVENT, c.WRITE_ROWS_EVENT, c.UPDATE_ROWS_EVENT,
+                        c.DELETE_ROWS_EVENT, c.WRITE_ROWS_EVENT_V1) else 1 for t in range(256))
+
+
+def _frames(data: bytes, stop: int, chunk: int, **kw) -> list[tuple[int, int, int, bytes, int]]:
+    return list(iter_frames(_file(data), 4, stop, whole=_HOP, chunk=chunk, **kw))
+
+
+@pytest.mark.parametrize("chunk", [1, 19, 100, 1 << 20])
+def test_iter_frames_reads_the_rest_whole_and_marks_what_it_hopped(chunk: int) -> None:
+    data = _stream().bytes()
+    events = list(walk(data))
+    want, marks = [], 0
+    for pos, event in events:
+        if _HOP[event[4]] != 1:
+            marks |= _HOP[event[4]]
+            continue
+        want.append((pos, event[4], len(event), event, marks))
+        marks = 0
+    assert any(m for *_, m in want)
+    assert _frames(data, len(data), chunk) == want
+    # Read whole everything: every event, as iter_events cuts them.
+    everything = list(iter_frames(_file(data), 4, len(data), whole=b"\x01" * 256, chunk=chunk))
+    assert [(p, e) for p, _t, _s, e, _m in everything] == events
+
+
+@pytest.mark.parametrize("chunk", [1, 19, 1 << 20])
+def test_iter_frames_stops_at_a_torn_tail_and_says_when_the_file_is_short(chunk: int) -> None:
+    data = _stream().bytes()
+    full = _frames(data, len(data), chunk)
+    last = list(walk(data))[-1][0]
+    # An event running past the stop (a finished file's torn tail) ends the walk.
+    assert _frames(data, last + 20, chunk) == [f for f in full if f[0] < last]
+    # The file ends before the stop: quietly when less than a header is left, else the
+    # caller's error (or IncompleteEventError).
+    assert _frames(data[:last + 5], last + 5 + 10, chunk) == [f for f in full if f[0] < last]
+    with pytest.raises(IncompleteEventError) as info:
+        _frames(data[:last], last + 100, chunk, path="p")
+    assert (info.value.offset, info.value.path) == (last, "p")
+    with pytest.raises(ValueError, match=f"ends at {last}"):
+        _frames(data[:last], last + 100, chunk,
+                incomplete=lambda at, end: ValueError(f"ends at {end}"))
+    bad = bytearray(data)
+    bad[last + 9:last + 13] = struct.pack("<I", 3)
+    with pytest.raises(BinlogFormatError, match="event size 3 is smaller than its header"):
+        _frames(bytes(bad), len(data), chunk)

@@ -291,3 +291,66 @@ def iter_events(f: BinaryIO, start: int, end: int | None, *, checksum_alg: int,
                        incomplete=incomplete):
         while events := framer.events():
             yield from events
+
+
+def iter_frames(f: BinaryIO, start: int, stop: int, *, whole: bytes, path: str = "",
+                chunk: int = CHUNK,
+                incomplete: Callable[[int, int], BaseException | None] | None = None,
+                ) -> Iterator[tuple[int, int, int, bytes, int]]:
+    """The events of ``f`` in [``start``, ``stop``) a planner looks at, read whole, and what it
+    hopped over to get there: ``(offset, type, size, event, marks)``.
+
+    ``whole[type]``: 1 reads an event of that type whole; any other value hops over its
+    body unread and ORs the value into ``marks``, which the next event read whole carries
+    (a transaction's row events are most of its bytes, and where it ends is in a few small
+    events; say 2 for "an event inside a group", 6 for "a rows event").  Hops after the last
+    event read whole are not reported.  Only sizes are checked: the bytes are durable relay
+    data, and the readers that decode them check the rest.
+
+    An event running past ``stop`` ends the walk (a finished file's torn tail: a stop inside
+    a file being written is a transaction end).  A file ending before ``stop`` ends it
+    quietly when less than a header was left, else ``incomplete(offset, file end)`` says
+    what to raise (default: IncompleteEventError).
+    """
+    f.seek(start)
+    buf = b""
+    base = pos = start  # base: the file offset of buf[0]
+    marks = 0
+    unpack = _HEADER.unpack_from
+    while pos < stop:
+        off = pos - base
+        if off > len(buf):
+            # Hopping over a body went past what was read: skip the rest of it unread.
+            f.seek(pos)
+            buf, base, off = b"", pos, 0
+        if len(buf) - off < _HEADER_LEN:
+            more = f.read(min(chunk, stop - base - len(buf)))
+            if not more:
+                if stop - pos < _HEADER_LEN:
+                    return  # a torn header at the end of a finished file
+                error = (incomplete(pos, base + len(buf)) if incomplete is not None else
+                         IncompleteEventError("the file ends inside an event",
+                                              path=path or None, offset=pos))
+                if error is not None:
+                    raise error
+                return
+            buf = buf[off:] + more
+            base = pos
+            continue
+        _ts, etype, _sid, size, _log_pos, _flags = unpack(buf, off)
+        if size < _HEADER_LEN:
+            raise BinlogFormatError(f"event size {size} is smaller than its header",
+                                    path=path or None, offset=pos)
+        if pos + size > stop:
+            return
+        how = whole[etype]
+        if how != 1:
+            marks |= how
+            pos += size
+            continue
+        if len(buf) - off < size:
+            buf = buf[off:] + f.read(max(chunk, size - (len(buf) - off)))
+            base, off = pos, 0
+        yield pos, etype, size, buf[off:off + size], marks
+        marks = 0
+        pos += size

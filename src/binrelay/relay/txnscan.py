@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.binlog import constants as c
-from binrelay.binlog.framing import EventFramer, iter_events
+from binrelay.binlog.framing import iter_frames
 from binrelay.binlog.parse import maria_gtid_text, mysql_gtid_text, query_text_prefix
 from binrelay.binlog.txn import (
     IN_GROUP_TYPES,
@@ -73,31 +73,24 @@ def transaction_ends(path: Path, start: int, stop: int, *,
     saw_statement = False
     gtid: str | None = None
 
-    def cut_short(framer: EventFramer) -> RelayDirError | None:
-        if stop - framer.offset < c.EVENT_HEADER_LEN:
-            return None  # a torn header at the end of a finished file
-        return RelayDirError(f"relay file {path} ends at {framer.end}, before {stop}",
+    def cut_short(offset: int, end: int) -> RelayDirError:
+        return RelayDirError(f"relay file {path} ends at {end}, before {stop}",
                              hint="restart the relay to recover it")
 
     with open(path, "rb") as f:
-        # Only a finished file's torn tail (the upstream crashed mid-event) ends inside an
-        # event before ``stop`` (torn_tail_ok): stops inside files being written are
-        # transaction ends.  No checks but the sizes: see the module's docstring.
-        for pos, event in iter_events(f, start, stop, checksum_alg=c.BINLOG_CHECKSUM_ALG_OFF,
-                                      path=str(path), chunk=_CHUNK, check_log_pos=False,
-                                      torn_tail_ok=True, incomplete=cut_short):
-            etype = event[4]
-            size = len(event)
+        for pos, etype, size, event, hopped in iter_frames(f, start, stop, whole=_WHOLE,
+                                                           path=str(path), chunk=_CHUNK,
+                                                           incomplete=cut_short):
+            if hopped and tracker.in_transaction:
+                # The group's own events on the way here (outside a transaction they stand
+                # for nothing: the next event starts one).
+                saw_rows = saw_rows or hopped & _ROWS == _ROWS
+                tracker.feed(c.TABLE_MAP_EVENT)  # any in-group type: the group has begun
             if not tracker.in_transaction:
                 txn_start = pos
                 saw_rows = False
                 saw_statement = False
                 gtid = None
-            if etype in IN_GROUP_TYPES:
-                if etype != c.TABLE_MAP_EVENT and etype not in _NOT_ROWS:
-                    saw_rows = True
-                tracker.feed(etype)
-                continue
             prefix = b""
             if needs_query_prefix(etype):
                 prefix = query_text_prefix(event, checksum_len)
@@ -192,3 +185,10 @@ _NOT_ROWS = frozenset({
     c.USER_VAR_EVENT, c.BEGIN_LOAD_QUERY_EVENT, c.APPEND_BLOCK_EVENT,
     c.TRANSACTION_CONTEXT_EVENT, c.IGNORABLE_LOG_EVENT,
 })
+
+#: How the scan reads each event type (``iter_frames``): events inside a group are hopped
+#: over, marked _IN_GROUP, rows events also _ROWS; the rest are read whole.
+_IN_GROUP, _ROWS = 2, 6
+_WHOLE = bytes(
+    (_ROWS if t != c.TABLE_MAP_EVENT and t not in _NOT_ROWS else _IN_GROUP)
+    if t in IN_GROUP_TYPES else 1 for t in range(256))
