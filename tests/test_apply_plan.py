@@ -32,6 +32,7 @@ from binrelay.apply.plan import (
     Upsert,
     batch_ordered_tables,
     key_ops,
+    partitioner,
 )
 from binrelay.apply.sql import (
     change_statement,
@@ -41,6 +42,7 @@ from binrelay.apply.sql import (
     quote_table,
     rename_targets,
     replace_rows,
+    sql_literal,
 )
 from binrelay.errors import ChangeError
 
@@ -211,6 +213,10 @@ def test_partitions_are_stable_across_processes() -> None:
         assert out.strip() == repr(here)
     # Pinned: a change here reshuffles keys between tasks of a batch being replayed.
     assert here == [partition_of(T, k, 7) for k in keys] == [2, 4, 4, 6, 1, 6]
+    # The one-integer key's fast path gives what the general encoding gives.
+    ints = [(0,), (-5,), (10**20,), (123456,), (True,)]
+    assert [partition_of(T, k, 4) for k in ints] == [partitioner(T, 4)(k) for k in ints] \
+        == [1, 1, 2, 0, 3]
 
 
 @given(st.lists(st.one_of(st.integers(), st.text(), st.binary(), st.none()), min_size=1,
@@ -249,10 +255,17 @@ def test_replace_rows_bounded_by_rows_and_bytes() -> None:
     positions = [(i,) for i in range(10)]
     by_rows = replace_rows(T, ("id", "v"), rows, positions, max_rows=4)
     assert [len(s.positions) for s in by_rows] == [4, 4, 2]
-    assert by_rows[0].sql.startswith("REPLACE INTO `db`.`t` (`id`, `v`) VALUES (%s, %s), ")
-    assert by_rows[2].params == (8, "x" * 100, 9, "x" * 100)
-    by_bytes = replace_rows(T, ("id", "v"), rows, positions, max_bytes=500)
+    x = "x" * 100
+    assert by_rows[0].sql.startswith(f"REPLACE INTO `db`.`t` (`id`, `v`) VALUES (0, '{x}'), ")
+    assert by_rows[2].params is None
+    assert by_rows[2].sql.endswith(f"VALUES (8, '{x}'), (9, '{x}')")
+    by_bytes = replace_rows(T, ("id", "v"), rows, positions, max_bytes=300)
     assert all(len(s.positions) == 2 for s in by_bytes)
+    assert all(len(s.sql.encode()) <= 300 for s in by_bytes)
+    # Bytes, not characters: three-byte characters fill a statement three times as fast.
+    wide = replace_rows(T, ("id", "v"), [(i, "漢" * 30) for i in range(10)], positions,
+                        max_bytes=300)
+    assert all(len(s.sql.encode()) <= 300 for s in wide) and len(wide) == 5
     huge = replace_rows(T, ("id", "v"), [(1, "y" * 10000)], [(1,)], max_bytes=500)
     assert len(huge) == 1
     with pytest.raises(ValueError, match="partial"):
@@ -261,9 +274,25 @@ def test_replace_rows_bounded_by_rows_and_bytes() -> None:
 
 def test_delete_keys_forms_and_percent_in_names() -> None:
     (one,) = delete_keys(TableRef("d%", "t"), ("k%s",), [(1,), (2,)], [(1,), (2,)])
-    assert one.sql == "DELETE FROM `d%%`.`t` WHERE `k%%s` IN (%s, %s)"
+    assert one.sql == "DELETE FROM `d%`.`t` WHERE `k%s` IN (1, 2)" and one.params is None
     (two,) = delete_keys(T, ("a", "b"), [(1, "x")], [(1,)])
-    assert two.sql == "DELETE FROM `db`.`t` WHERE (`a`, `b`) IN ((%s, %s))"
+    assert two.sql == "DELETE FROM `db`.`t` WHERE (`a`, `b`) IN ((1, 'x'))"
+
+
+@given(st.lists(st.one_of(st.integers(), st.text(), st.binary(), st.none(), st.booleans()),
+                min_size=1, max_size=4))
+def test_rendered_values_are_what_pymysql_sends(values: list[Any]) -> None:
+    """The keyed path renders its values itself: exactly as PyMySQL escapes parameters on
+    the applier's session (backslash escapes on), checked against PyMySQL's own code."""
+    import pymysql
+
+    conn = pymysql.connections.Connection(defer_connect=True, charset="utf8mb4")
+    conn.server_status = 0  # as the server answers a session without NO_BACKSLASH_ESCAPES
+    assert [sql_literal(v) for v in values] == [conn.escape(v) for v in values]
+    (st_,) = replace_rows(T, [f"c{i}" for i in range(len(values))], [tuple(values)], [(1,)])
+    sql = "REPLACE INTO `db`.`t` (" + ", ".join(f"`c{i}`" for i in range(len(values))) + \
+        ") VALUES (" + ", ".join(["%s"] * len(values)) + ")"
+    assert st_.sql == sql % tuple(conn.escape(v) for v in values)
 
 
 def test_change_statements() -> None:

@@ -145,3 +145,52 @@ def test_a_view_is_the_relay_dir_read_once(tmp_path: Path) -> None:
     assert view.files(SUB) == ["mysql-bin.000001", "mysql-bin.000002"]
     assert plan_partitions(view, view.earliest, view.end) == planned
     assert RelayView(tmp_path).end == Position(SUB, "mysql-bin.000003", 4)
+
+
+def test_planning_reads_only_as_far_as_the_batch_goes(tmp_path: Path, monkeypatch) -> None:
+    """A DDL-rich range planned batch by batch reads each byte of the relay about once: a
+    batch that stops at a DDL does not scan the look-ahead window behind it (issue 14)."""
+    import builtins
+
+    import binrelay.relay.txnscan as txnscan
+    from binrelay.spark.planning import next_batch
+
+    ddl_at = tuple(range(0, 120, 3))  # a DDL every third transaction: 80 barrier batches
+    files = [_file(120, ddl_at=ddl_at), _file(120, ddl_at=ddl_at, rotate=False)]
+    _relay(tmp_path, files)
+    chunk = 256
+    monkeypatch.setattr(txnscan, "_CHUNK", chunk)
+    read = [0]
+
+    class Counting:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            data = self.f.read(n)
+            read[0] += len(data)
+            return data
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def counting_open(*args, **kwargs):
+        return Counting(builtins.open(*args, **kwargs))  # Counting closes it
+
+    monkeypatch.setattr(txnscan, "open", counting_open, raising=False)
+    start, end = earliest(tmp_path), durable_end(tmp_path)
+    pos, batches = start, 0
+    while pos != end:
+        pos, _segments = next_batch(tmp_path, pos, end, max_bytes=256 << 20)
+        batches += 1
+    total = sum(len(b.data) for b in files)
+    assert batches >= 160
+    # The whole range once, plus at most one read chunk and one event beyond each batch.
+    biggest = max(e - s for b in files for s, e in itertools.pairwise([4, *b.boundaries]))
+    assert read[0] <= total + batches * (chunk + biggest), (read[0], total, batches)

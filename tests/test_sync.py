@@ -218,7 +218,7 @@ def test_kill_9_of_sync_at_random_moments(pipeline_env, tmp_path: Path) -> None:
 
     upstream, downstream, relay_dir, config_path = pipeline_env
     sysbench_prepare(upstream, tables=2, table_size=2000)
-    with sysbench_run_background(upstream, tables=2, table_size=2000, time=6) as work:
+    with sysbench_run_background(upstream, tables=2, table_size=2000, time=12) as work:
         work.wait(timeout=60)
     upstream.execute("CREATE TABLE sbtest.late (id INT PRIMARY KEY)")
     upstream.execute("INSERT INTO sbtest.late VALUES (1), (2)")
@@ -304,7 +304,10 @@ def test_driver_host_is_where_the_driver_listens(pipeline_env, tmp_path: Path) -
                                 stdout=subprocess.DEVNULL, stderr=err)
     try:
         deadline = time.monotonic() + 120
-        while checksums(downstream) != checksums(upstream) and time.monotonic() < deadline:
+        # The first rows may be applied by the driver itself while Spark starts: wait for
+        # both, the data and the started driver.
+        while (checksums(downstream) != checksums(upstream) or "driver=127.0.0.2:" not in
+               (tmp_path / "sync.err").read_text()) and time.monotonic() < deadline:
             assert proc.poll() is None, (tmp_path / "sync.err").read_text()[-2000:]
             time.sleep(0.5)
         assert checksums(downstream) == checksums(upstream)

@@ -64,11 +64,17 @@ def _packet_error(st: Statement, size: int, max_packet: int) -> DownstreamRowErr
 def _check_packet(cur: Any, st: Statement, max_packet: int | None) -> None:
     """Refuse, with a clear message, a statement the server would cut off (it answers
     with a lost connection, which looks like an outage)."""
-    if max_packet is None or st.params is None or len(st.positions) > 1:
+    if max_packet is None or len(st.positions) > 1 or (st.params is None
+                                                       and not st.positions):
         return  # multi-row statements are sized to fit; only one row can be too big
-    if sum(map(value_size, st.params)) + len(st.sql) < max_packet - _PACKET_SLACK:
+    if st.params is None:  # rendered: the text is what is sent
+        if 4 * len(st.sql) < max_packet - _PACKET_SLACK:
+            return
+        size = len(st.sql.encode("utf-8", "surrogateescape"))
+    elif sum(map(value_size, st.params)) + len(st.sql) < max_packet - _PACKET_SLACK:
         return
-    size = len(cur.mogrify(st.sql, st.params).encode("utf-8", "surrogateescape"))
+    else:
+        size = len(cur.mogrify(st.sql, st.params).encode("utf-8", "surrogateescape"))
     if size > max_packet - _PACKET_SLACK:
         raise _packet_error(st, size, max_packet)
 

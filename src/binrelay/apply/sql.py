@@ -1,10 +1,13 @@
 """The SQL the applier sends (pure: text and parameters, no connection).
 
 Every identifier is quoted with backticks (a backtick inside doubled), whatever it holds.
-Values never enter the SQL text: they travel as PyMySQL parameters (``%s``), which the
-driver escapes for the session (the applier's sql_mode keeps backslash escapes on). Because
-PyMySQL %-formats a statement that has parameters, a ``%`` inside an identifier is doubled
-in such statements; DDL passed through from the upstream runs without parameters, verbatim.
+Values travel as PyMySQL parameters (``%s``), which the driver escapes for the session (the
+applier's sql_mode keeps backslash escapes on), except in the keyed path's multi-row
+statements: there they are rendered here, as PyMySQL would (:func:`sql_literal`), so that
+each row's size is known exactly and each value is escaped once.  Because PyMySQL
+%-formats a statement that has parameters, a ``%`` inside an identifier is doubled in such
+statements; statements without parameters (rendered ones, and DDL passed through from the
+upstream) run verbatim.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ __all__ = [
     "rename_targets",
     "replace_rows",
     "snippet",
+    "sql_literal",
     "trigger_ddl",
     "use_schema",
 ]
@@ -87,6 +91,33 @@ def use_schema(schema: str) -> Statement:
 # ---- multi-row statements for the keyed path --------------------------------------------
 
 
+#: What PyMySQL's escape_string does to text on a session with backslash escapes (the
+#: applier's, REPLICA_SQL_MODE): \0, \\, \n, \r, \Z (^Z), \" and \'.  A list, as
+#: PyMySQL's: ``str.translate`` indexes it (characters past its end stay as they are).
+_ESCAPES = [chr(x) for x in range(128)]
+for _char, _escaped in (("\0", "\\0"), ("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"),
+                        ("\032", "\\Z"), ('"', '\\"'), ("'", "\\'")):
+    _ESCAPES[ord(_char)] = _escaped
+
+
+def sql_literal(value: Any) -> str:
+    """A parameter as the SQL literal PyMySQL would send for it on the applier's session
+    (``Connection.escape``), written here because the keyed path renders millions of them:
+    text quoted with backslash escapes, bytes as ``X'..'``, integers as digits."""
+    kind = type(value)
+    if kind is int:
+        return str(value)
+    if kind is str:
+        return "'" + value.translate(_ESCAPES) + "'"
+    if value is None:
+        return "NULL"
+    if kind is bytes or kind is bytearray:
+        return "X'" + value.hex() + "'"
+    if kind is bool:
+        return "1" if value else "0"
+    raise TypeError(f"not a row value for a multi-row statement: {kind.__name__}")
+
+
 def value_size(value: Any) -> int:
     # Upper bound of the escaped literal: escaping at most doubles a string, plus quotes or
     # the _binary prefix; the bound only has to keep statements under max_allowed_packet.
@@ -97,20 +128,26 @@ def value_size(value: Any) -> int:
     return 24
 
 
-def _chunks(
-    rows: Sequence[tuple[Any, ...]], max_rows: int, max_bytes: int,
-) -> Iterable[tuple[int, int]]:
-    """``[start, end)`` slices: at most ``max_rows`` rows and about ``max_bytes`` each (one
-    row per statement at least, however big)."""
+def _rendered(
+    rows: Sequence[tuple[Any, ...]], max_rows: int, max_bytes: int, *, bare: bool = False,
+) -> Iterable[tuple[int, int, str]]:
+    """``[start, end)`` slices of ``rows`` rendered as SQL (``(v1, v2), (v1, v2)``; with
+    ``bare``, one-value rows as ``v, v``): at most ``max_rows`` rows and ``max_bytes`` bytes
+    of UTF-8 each (one row per statement at least, however big)."""
     start, size = 0, 0
+    parts: list[str] = []
     for i, row in enumerate(rows):
-        row_size = sum(map(value_size, row)) + 2 * len(row) + 4
-        if i > start and (i - start >= max_rows or size + row_size > max_bytes):
-            yield start, i
-            start, size = i, 0
+        text = sql_literal(row[0]) if bare else "(" + ", ".join(map(sql_literal, row)) + ")"
+        # Exact for ASCII (the common case, answered without a scan); else the UTF-8 size.
+        row_size = 2 + (len(text) if text.isascii()
+                        else len(text.encode("utf-8", "surrogateescape")))
+        if parts and (i - start >= max_rows or size + row_size > max_bytes):
+            yield start, i, ", ".join(parts)
+            start, size, parts = i, 0, []
+        parts.append(text)
         size += row_size
-    if start < len(rows):
-        yield start, len(rows)
+    if parts:
+        yield start, len(rows), ", ".join(parts)
 
 
 def replace_rows(
@@ -122,23 +159,19 @@ def replace_rows(
     max_rows: int = MAX_STATEMENT_ROWS,
     max_bytes: int = MAX_STATEMENT_BYTES,
 ) -> list[Statement]:
-    """``REPLACE INTO t (cols) VALUES (...), (...)`` in bounded statements.
+    """``REPLACE INTO t (cols) VALUES (...), (...)`` in bounded statements, the values
+    rendered into the text (:func:`sql_literal`).
 
     REPLACE (not INSERT … ON DUPLICATE KEY UPDATE) on purpose: it deletes *every* row that
     conflicts on any unique key, which is what makes survivors order-independent.
     """
     for row in rows:
-        if any(v is ABSENT for v in row):
+        if ABSENT in row:
             raise ValueError("REPLACE of a partial row image would invent the absent values")
-    head = (f"REPLACE INTO {_p(quote_table(table))} ("
-            + ", ".join(_p(quote_ident(c)) for c in columns) + ") VALUES ")
-    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    out = []
-    for start, end in _chunks(rows, max_rows, max_bytes):
-        params = tuple(v for row in rows[start:end] for v in row)
-        out.append(Statement(head + ", ".join([one] * (end - start)), params, table,
-                             tuple(positions[start:end])))
-    return out
+    head = (f"REPLACE INTO {quote_table(table)} ("
+            + ", ".join(quote_ident(c) for c in columns) + ") VALUES ")
+    return [Statement(head + values, None, table, tuple(positions[start:end]))
+            for start, end, values in _rendered(rows, max_rows, max_bytes - len(head))]
 
 
 def delete_keys(
@@ -151,21 +184,17 @@ def delete_keys(
     max_bytes: int = MAX_STATEMENT_BYTES,
 ) -> list[Statement]:
     """``DELETE FROM t WHERE (k1, k2) IN ((..), (..))`` in bounded statements (a missing row
-    is fine: deleting by key is idempotent)."""
+    is fine: deleting by key is idempotent), the values rendered into the text."""
     if not key_columns:
         raise ValueError("delete by key needs key columns")
     if len(key_columns) == 1:
-        target, one = _p(quote_ident(key_columns[0])), "%s"
+        target = quote_ident(key_columns[0])
     else:
-        target = "(" + ", ".join(_p(quote_ident(c)) for c in key_columns) + ")"
-        one = "(" + ", ".join(["%s"] * len(key_columns)) + ")"
-    head = f"DELETE FROM {_p(quote_table(table))} WHERE {target} IN ("
-    out = []
-    for start, end in _chunks(keys, max_rows, max_bytes):
-        params = tuple(v for key in keys[start:end] for v in key)
-        out.append(Statement(head + ", ".join([one] * (end - start)) + ")", params, table,
-                             tuple(positions[start:end])))
-    return out
+        target = "(" + ", ".join(quote_ident(c) for c in key_columns) + ")"
+    head = f"DELETE FROM {quote_table(table)} WHERE {target} IN ("
+    return [Statement(head + values + ")", None, table, tuple(positions[start:end]))
+            for start, end, values in _rendered(keys, max_rows, max_bytes - len(head) - 1,
+                                                bare=len(key_columns) == 1)]
 
 
 # ---- one change at a time: ordered replay and strict mode --------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Generator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,12 +64,23 @@ def transaction_ends(path: Path, start: int, stop: int, *,
 
     With ``enough_at``, scanning stops at the first end at or past that offset.
     """
+    ends: list[TxnEnd] = []
+    with closing(scan_transactions(path, start, stop)) as scan:
+        for txn in scan:
+            ends.append(txn)
+            if enough_at is not None and txn.end >= enough_at:
+                break
+    return ends
+
+
+def scan_transactions(path: Path, start: int, stop: int) -> Generator[TxnEnd, None, None]:
+    """:func:`transaction_ends` one by one: the file is read only as far as the caller
+    goes (a batch planner stops at a DDL, and must not pay for the relay behind it)."""
     fde = read_fde(path)
     if fde is None:
         raise RelayDirError(f"relay file {path} has no valid binlog header")
     checksum_len = fde.checksum_len
     tracker = TxnTracker()
-    ends: list[TxnEnd] = []
     txn_start = start
     saw_rows = False
     saw_statement = False
@@ -122,16 +135,13 @@ def transaction_ends(path: Path, start: int, stop: int, *,
                     kind = DDL
                 else:
                     kind = OTHER
-                ends.append(TxnEnd(txn_start, pos + size, kind, gtid, xid, committed))
-                if enough_at is not None and pos + size >= enough_at:
-                    break
+                yield TxnEnd(txn_start, pos + size, kind, gtid, xid, committed)
             elif needs_query_prefix(etype) and tracker.in_transaction and (
                     not is_transaction_control(prefix) or is_savepoint_statement(prefix)):
                 # A statement inside a transaction: statement-format DML, the CREATE of a
                 # CREATE TABLE ... SELECT whose rows follow, or a savepoint whose ROLLBACK
                 # TO undoes logged rows: the transaction must be replayed as it is.
                 saw_statement = True
-    return ends
 
 
 def _mysql_gtid(event: bytes | memoryview) -> str | None:

@@ -73,10 +73,13 @@ def image_params(table: TableMap) -> Callable[[tuple[Any, ...] | None], tuple[An
     """``to_param`` over a whole image of ``table``; built once per table map."""
     columns = table.columns
     plain = (type(None), bytes, int, str)
+    exact = frozenset(plain)
 
     def convert(image: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
         if image is None:
             return None
+        if exact.issuperset(map(type, image)):
+            return image  # the common case, checked without a Python loop
         return tuple(v if isinstance(v, plain) or v is ABSENT else value_text(v, col)
                      for v, col in zip(image, columns, strict=True))
 

@@ -44,6 +44,7 @@ from binrelay.apply.plan import (
     Upsert,
     fold_key,
     partition_of,
+    partitioner,
 )
 from binrelay.errors import ChangeError
 from binrelay.position import SubdirName, binlog_sort_key
@@ -188,9 +189,10 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
             continue
         ref, convert = table.shape[0], table.convert
         shape = table.shape
+        target_of = partitioner(ref, tasks)
         for k, (position, image) in table.last.items():
-            target = partition_of(ref, fold_key(k), tasks)
-            yield target, (KEYED, shape, k, position, None if image is None else convert(image))
+            yield target_of(fold_key(k)), (KEYED, shape, k, position,
+                                           None if image is None else convert(image))
     yield segment.start % tasks, (STATS, ops, ())
     # Every apply task learns whether the batch may have tables to replay in order (see
     # ``simple``); a few bytes per partition and task.
@@ -347,7 +349,7 @@ def ordered_tables(records: Iterable[Record]) -> Iterator[tuple[dict[TableRef, s
         elif kind == KEYED:
             ref, k = record[1][0], record[2]
             keyed.add(ref)
-            if any(isinstance(v, str) for v in k):
+            if str in map(type, k):
                 seen = folded.setdefault(ref, {})
                 other = seen.setdefault(fold_key(k), k)
                 if other != k:

@@ -11,6 +11,8 @@ holds nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from binrelay.relay.txnscan import (
     XA_END,
     XA_PREPARE,
     TxnEnd,
+    scan_transactions,
     transaction_ends,
 )
 
@@ -55,8 +58,13 @@ class Span:
 def spans(relay: RelayView | Path, start: Position, end: Position) -> list[Span]:
     """The relay files from ``start`` to ``end``, each proven to follow the one before it
     (``relay.chain``): a gap in the relay stops the reader instead of being stepped over."""
+    return list(iter_spans(relay, start, end))
+
+
+def iter_spans(relay: RelayView | Path, start: Position, end: Position) -> Iterator[Span]:
+    """:func:`spans` one by one, each file's hand-over checked just before it is yielded (a
+    batch that ends early has not paid for the files behind it)."""
     view = RelayView.of(relay)
-    out: list[Span] = []
     for subdir in view.index:
         if subdir.seq < start.subdir.seq or subdir.seq > end.subdir.seq:
             continue
@@ -87,8 +95,7 @@ def spans(relay: RelayView | Path, start: Position, end: Position) -> list[Span]
                 stop = min(stop, end.binlog_pos)
             first = start.binlog_pos if here == start.file_key() else 4
             if stop > first or finished:
-                out.append(Span(subdir, name, max(first, 4), stop, finished))
-    return out
+                yield Span(subdir, name, max(first, 4), stop, finished)
 
 
 def advance(relay: RelayView | Path, start: Position, end: Position, *,
@@ -122,45 +129,49 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
     taken_bytes = 0
     taken = 0
     out: list[Segment] = []
-    for span in spans(view, start, end):
+    for span in iter_spans(view, start, end):
         path = view.path(span.subdir, span.file)
         budget = None if max_bytes is None else span.start + max(0, max_bytes - taken_bytes)
-        ends = transaction_ends(path, span.start, span.stop, enough_at=budget)
         accepted: list[TxnEnd] = []
         prev = span.start
         done = False
-        for txn in ends:
-            moved = last != start
-            if ddl_barrier and txn.kind in BARRIERS:
-                if not moved:
-                    if txn.kind == XA_PREPARE and xa_outcome(
-                            view, Position(span.subdir, span.file, txn.end), end,
-                            txn.xid) is None:
-                        return start, []
-                    accepted.append(txn)
-                    last = Position(span.subdir, span.file, txn.end)
-                done = True
-                break
-            size = txn.end - prev
-            if max_bytes is not None and moved and taken_bytes + size > max_bytes:
-                done = True
-                break
-            taken_bytes += size
-            prev = txn.end
-            accepted.append(txn)
-            last = Position(span.subdir, span.file, txn.end)
-            if txn.kind == DML:
-                taken += 1
-                if max_transactions is not None and taken >= max_transactions:
+        # Lazily: the scan reads the file only as far as this batch goes (up to a barrier,
+        # the byte budget or a limit), so planning costs what the batch holds, not the
+        # look-ahead window.
+        with closing(scan_transactions(path, span.start, span.stop)) as scan:
+            for txn in scan:
+                moved = last != start
+                if ddl_barrier and txn.kind in BARRIERS:
+                    if not moved:
+                        if txn.kind == XA_PREPARE and xa_outcome(
+                                view, Position(span.subdir, span.file, txn.end), end,
+                                txn.xid) is None:
+                            return start, []
+                        accepted.append(txn)
+                        last = Position(span.subdir, span.file, txn.end)
                     done = True
+                    break
+                size = txn.end - prev
+                if max_bytes is not None and moved and taken_bytes + size > max_bytes:
+                    done = True
+                    break
+                taken_bytes += size
+                prev = txn.end
+                accepted.append(txn)
+                last = Position(span.subdir, span.file, txn.end)
+                if txn.kind == DML:
+                    taken += 1
+                    if max_transactions is not None and taken >= max_transactions:
+                        done = True
+                        break
+                if budget is not None and budget <= txn.end < span.stop:
+                    done = True  # the byte budget ran out inside this file
                     break
         out += _cut(span, span.start, accepted, target_bytes)
         if gtids is not None:
             gtids += [t.gtid for t in accepted if t.gtid is not None]
         if done:
             return last, out
-        if budget is not None and ends and ends[-1].end >= budget and ends[-1].end < span.stop:
-            return last, out  # the byte budget ran out inside this file
         if span.finished:
             last = Position(span.subdir, span.file, span.stop)
     return last, out
@@ -256,11 +267,12 @@ def xa_outcome(relay: RelayView | Path, after: Position, end: Position,
     """Whether the XA transaction ``xid`` prepared before ``after`` was committed (True) or
     rolled back (False) in the relay up to ``end``; None when its outcome is not there yet."""
     view = RelayView.of(relay)
-    for span in spans(view, after, end):
+    for span in iter_spans(view, after, end):
         path = view.path(span.subdir, span.file)
-        for txn in transaction_ends(path, span.start, span.stop):
-            if txn.kind == XA_END and txn.xid == xid:
-                return txn.committed
+        with closing(scan_transactions(path, span.start, span.stop)) as scan:
+            for txn in scan:
+                if txn.kind == XA_END and txn.xid == xid:
+                    return txn.committed
     return None
 
 

@@ -22,7 +22,9 @@ talks to the upstream: ``recover`` works while it is down.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -68,6 +70,7 @@ from binrelay.spark.serial import segment_actions
 from binrelay.spark.tasks import (
     TaskContext,
     apply_alone,
+    apply_here,
     apply_if_simple,
     apply_task,
     compacted,
@@ -142,10 +145,15 @@ class SyncPipeline:
                                      config.to.password)
         self._spark = spark
         self._own_spark = spark is None
+        self._spark_starting: threading.Thread | None = None
+        self._spark_failed: BaseException | None = None
         self.should_stop = should_stop or (lambda: False)
         self.stats = SyncStats()
         self.listeners: list[BatchListener] = list(listeners or ())
         self.rules = TableRules()
+        #: A DDL ran since the rules were read: read them again before rows are written
+        #: (not after every DDL: a migration's run of DDL reads the catalog once).
+        self.rules_stale = False
         self.triggers = SkippedTriggers(config.sync.checkpoint_schema, config.sync.pipeline)
         self.journal = DdlJournal(config.sync.checkpoint_schema, config.sync.pipeline)
         #: The downstream outage being waited out, if any.
@@ -158,18 +166,59 @@ class SyncPipeline:
 
     @property
     def spark(self) -> Any:
+        """The Spark session, started (and its Python workers warmed up) on first use, or
+        taken over from :meth:`start_spark`'s thread."""
+        starting = self._spark_starting
+        if starting is not None:
+            starting.join()
+            self._spark_starting = None
+            failed, self._spark_failed = self._spark_failed, None
+            if failed is not None:
+                raise failed
         if self._spark is None:
-            from binrelay.spark.session import build_session
-
-            self._spark = build_session(self.sync.master, app_name=f"binrelay-{self.name}",
-                                        driver_host=self.sync.driver_host)
-            sc = self._spark.sparkContext
-            log.info("spark driver started", extra={
-                "master": sc.master, "driver": f"{sc.getConf().get('spark.driver.host')}:"
-                                               f"{sc.getConf().get('spark.driver.port')}"})
-            with spark_failures():
-                warm_up(sc)
+            self._spark = self._new_spark()
         return self._spark
+
+    @property
+    def spark_ready(self) -> bool:
+        """Whether Spark can take a job now without waiting for its start."""
+        starting = self._spark_starting
+        if starting is not None:
+            return not starting.is_alive()
+        return self._spark is not None
+
+    def start_spark(self) -> None:
+        """Start Spark in the background (a session this pipeline owns only), so that its
+        start-up (JVM, executors, Python workers: seconds) overlaps with reading the
+        checkpoint and the relay and with the first batches, which the driver applies
+        itself meanwhile (``_dml``)."""
+        if self._spark is not None or self._spark_starting is not None:
+            return
+
+        def start() -> None:
+            try:
+                self._spark = self._new_spark()
+            except BaseException as exc:  # handed to the thread that needs the session
+                self._spark_failed = exc
+
+        # A daemon: a sync that is done before Spark is up exits without waiting for it
+        # (the JVM ends with this process, as it watches its standard input).
+        self._spark_starting = threading.Thread(target=start, name="spark-start",
+                                                daemon=True)
+        self._spark_starting.start()
+
+    def _new_spark(self) -> Any:
+        from binrelay.spark.session import build_session
+
+        spark = build_session(self.sync.master, app_name=f"binrelay-{self.name}",
+                              driver_host=self.sync.driver_host)
+        sc = spark.sparkContext
+        log.info("spark driver started", extra={
+            "master": sc.master, "driver": f"{sc.getConf().get('spark.driver.host')}:"
+                                           f"{sc.getConf().get('spark.driver.port')}"})
+        with spark_failures():
+            warm_up(sc)
+        return spark
 
     @property
     def name(self) -> str:
@@ -179,15 +228,19 @@ class SyncPipeline:
         """Stop the Spark session this pipeline started on a cluster, so that the master
         sees the application finish (a session given by the caller is left alone).  In
         local mode the JVM ends with this process: a stop would only add a second."""
-        if self._own_spark and self._spark is not None and \
-                not self.sync.master.startswith("local"):
-            spark, self._spark = self._spark, None
-            spark.stop()
+        if self._own_spark and not self.sync.master.startswith("local") and (
+                self._spark is not None or self._spark_starting is not None):
+            with contextlib.suppress(Exception):  # a start that failed has nothing to stop
+                spark = self.spark
+                self._spark = None
+                spark.stop()
 
     def read_rules(self, conn: Any) -> None:
-        """The downstream catalog's rules for writing tables (at start and after every
-        DDL); refuses a downstream with triggers on the tables it would write."""
+        """The downstream catalog's rules for writing tables (at start, and after DDL before
+        rows are written again); refuses a downstream with triggers on the tables it would
+        write.  Ends the transaction ``conn`` is in."""
         self.rules = read_rules(conn, exclude_schemas=(self.store.schema,))
+        self.rules_stale = False
         if self.rules.triggers:
             t = self.rules.triggers[0]
             more = len(self.rules.triggers) - 1
@@ -304,6 +357,10 @@ class SyncPipeline:
             # (mark_in_flight refuses a batch that does not start where it stands).
             cp = self.checkpoint()
             self._downstream_back()
+            if self._own_spark and (not until_caught_up or
+                                    RelayView(self.relay_dir).end.sort_key >
+                                    cp.position.sort_key):
+                self.start_spark()
             with pooled_connection(self.downstream) as conn:
                 self.read_rules(conn)
             start = cp.position
@@ -325,8 +382,12 @@ class SyncPipeline:
                     waiter = self._wait(waiter, end_limit)
                     continue
                 gtids: list[str] = []
+                # While Spark starts, the driver applies batches itself: small ones, so
+                # that Spark takes over as soon as it is up.
+                max_bytes = self.sync.batch_bytes if self.spark_ready else \
+                    min(self.sync.batch_bytes, self.sync.partition_bytes)
                 end, segments = next_batch(
-                    view, start, end_limit, max_bytes=self.sync.batch_bytes,
+                    view, start, end_limit, max_bytes=max_bytes,
                     max_transactions=self.sync.batch_transactions or None,
                     target_bytes=self.sync.partition_bytes, gtids=gtids)
                 if end == start:
@@ -363,6 +424,9 @@ class SyncPipeline:
         if segments is None:
             segments = plan_partitions(self.relay_dir, start, end,
                                        target_bytes=self.sync.partition_bytes)
+        if self.rules_stale and any(s.kind != "ddl" for s in segments):
+            with pooled_connection(self.downstream) as conn:
+                self.read_rules(conn)
         rows_by_op: dict[str, int] = {}
         ddl_before = self.stats.ddl
         spark_seconds = 0.0
@@ -386,10 +450,8 @@ class SyncPipeline:
                     rows_by_op = self._dml(segments, batch_id)
                 spark_seconds = time.monotonic() - applying
             finish_batch(conn, self.name, batch_id, self.store)
-            if self.stats.ddl > ddl_before:
-                # Only a DDL changes what the catalog says; read after the commit, since
-                # reading it ends the transaction it is in.
-                self.read_rules(conn)
+            # Only a DDL changes what the catalog says.
+            self.rules_stale = self.rules_stale or self.stats.ddl > ddl_before
         consumers.register(self.relay_dir, self.name, end, last_error=self.last_error)
         self.stats.batches += 1
         report = BatchReport(
@@ -473,11 +535,19 @@ class SyncPipeline:
 
         tasks = self.sync.tasks
         relay_dir = str(self.relay_dir)
+        rules = self.rules
+        if not self.spark_ready and sum(s.stop - s.start for s in segments) <= \
+                2 * self.sync.partition_bytes:
+            # Spark is still starting: this process applies the batch as one task would
+            # (the same function, so the same result), instead of waiting.
+            self.start_spark()
+            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1,
+                              rules=rules)
+            return self._counted(list(apply_here(ctx, relay_dir, iter(segments))))
         sc = self.spark.sparkContext
         # Two steps: which tables this batch must replay in order is known only from all of
         # its records, and such a table must be whole in one task, never also upserted by
         # another.
-        rules = self.rules
         if len(segments) == 1:
             ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1,
                               rules=rules)

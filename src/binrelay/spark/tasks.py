@@ -69,6 +69,12 @@ def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
     """One apply task: the net effect of its keys (and its ordered tables, whole), each part
     in one downstream transaction."""
     freeze_heap()
+    yield from apply_records(ctx, index, records)
+
+
+def apply_records(ctx: TaskContext, index: int, records: Iterator[Record]
+                  ) -> Iterator[dict[str, int]]:
+    """:func:`apply_task` in the calling process."""
     keyed, raw, ops = merge(records)
     parts = []
     if keyed:
@@ -98,7 +104,7 @@ def apply_if_simple(ctx: TaskContext, index: int, records: Iterator[Record]
     freeze_heap()
     local = list(records)
     if simple(local):
-        for ops in apply_task(ctx, index, iter(local)):
+        for ops in apply_records(ctx, index, iter(local)):
             yield "applied", ops, None
         return
     for reasons, keyed in ordered_tables(local):
@@ -111,6 +117,12 @@ def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
     """A small batch in one Spark task: compact, decide the ordered tables and apply, with
     no shuffle and one job instead of two (what keeps streaming lag low)."""
     freeze_heap()
+    yield from apply_here(ctx, relay_dir, segments)
+
+
+def apply_here(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
+               ) -> Iterator[dict[str, int]]:
+    """:func:`apply_alone` in the calling process (the driver, while Spark starts)."""
     segments = list(segments)
     rules = ctx.rules
     records = [rec for seg in segments
@@ -121,8 +133,8 @@ def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
         records = [rec for rec in records if record_table(rec) not in redo]
         records += [rec for seg in segments
                     for _t, rec in raw_records(relay_dir, seg, 1, redo, rules)]
-    yield from apply_task(TaskContext(ctx.downstream, ctx.pipeline, ctx.batch_id, ctx.store, 1,
-                                      frozenset(ordered), rules), 0, iter(records))
+    yield from apply_records(TaskContext(ctx.downstream, ctx.pipeline, ctx.batch_id, ctx.store,
+                                         1, frozenset(ordered), rules), 0, iter(records))
 
 
 @task_errors
