@@ -243,16 +243,26 @@ def binlog_after(server: MariaDBServer, start: tuple[str, int]) -> int:
     return total
 
 
-def run_workload(server: MariaDBServer, start: tuple[str, int], target: int) -> Workload:
+def run_workload(server: MariaDBServer, start: tuple[str, int], target: int, *,
+                 table_size: int = TABLE_SIZE, seconds: float | None = None) -> Workload:
     """sysbench runs until the binlog after ``start`` holds ``target`` bytes (the loop of
-    ``bench.relay_throughput.generate``, without its prepare)."""
+    ``bench.relay_throughput.generate``, without its prepare), or for ``seconds``."""
+    if seconds:
+        result = sysbench_run(server, tables=TABLES, table_size=table_size, threads=THREADS,
+                              time=seconds)
+        m = re.search(r"transactions:\s+(\d+)", result.stdout)
+        if not m or not int(m[1]):
+            raise BenchError(f"no transactions in sysbench's output:\n{result.stdout[-2000:]}")
+        log(f"sysbench: {int(m[1])} transactions in {seconds:.0f} s, binlog"
+            f" {binlog_after(server, start) / MIB:.1f} MiB after the starting point")
+        return Workload(seconds, int(m[1]), ROWS_PER_TXN * int(m[1]))
     size = binlog_after(server, start)
     transactions = 0
     run_seconds = 0.0
     events: int | None = None
     while size < target:
         t0 = time.monotonic()
-        result = sysbench_run(server, tables=TABLES, table_size=TABLE_SIZE, threads=THREADS,
+        result = sysbench_run(server, tables=TABLES, table_size=table_size, threads=THREADS,
                               time=None if events else 10, events=events)
         elapsed = time.monotonic() - t0
         run_seconds += elapsed
@@ -355,14 +365,16 @@ class Run:
     durability: str = "default"
 
 
-def run_replica(workdir: Path, upstream: MariaDBServer, dump: Path, start: tuple[str, int],
+def run_replica(workdir: Path, upstream: MariaDBServer, dump: Path | None,
+                start: tuple[str, int],
                 end: tuple[str, int], want: dict[str, int], parallel: int,
                 server_id: int, durability: str) -> Run:
     label = f"native replica, slave_parallel_threads={parallel}, {durability} durability"
     replica = downstream_server(workdir, f"replica-p{parallel}-{durability}", server_id,
                                 durability)
     try:
-        load_dump(replica, dump)
+        if dump is not None:
+            load_dump(replica, dump)
         change_master(replica, upstream, start, parallel)
         t0 = time.perf_counter()
         replica.execute("START SLAVE IO_THREAD")
@@ -399,7 +411,7 @@ def batch_lines(text: str) -> list[BatchLine]:
             for m in _BATCH_LINE.finditer(text)]
 
 
-def run_sync(workdir: Path, upstream: MariaDBServer, relay_dir: Path, dump: Path,
+def run_sync(workdir: Path, upstream: MariaDBServer, relay_dir: Path, dump: Path | None,
              start: Position, end: tuple[str, int], want: dict[str, int],
              batch_bytes: int | None, server_id: int, durability: str) -> Run:
     sync_keys: dict[str, object] = {}
@@ -411,7 +423,8 @@ def run_sync(workdir: Path, upstream: MariaDBServer, relay_dir: Path, dump: Path
     downstream = downstream_server(workdir, tag, server_id, durability)
     log_path = workdir / f"{tag}.log"
     try:
-        load_dump(downstream, dump)
+        if dump is not None:
+            load_dump(downstream, dump)
         init_sync_checkpoint(downstream, start)
         config = sync_config(workdir / f"{tag}.toml", upstream, relay_dir, downstream,
                              **sync_keys)
@@ -485,8 +498,15 @@ def report(args: argparse.Namespace, facts: dict[str, str], work: Workload,
             f" (ratio {ratio:.2f}: {anchor.seconds:.1f} s vs. {best.seconds:.1f} s,"
             f" {rows / anchor.seconds / 1000:.1f} k vs. {rows / best.seconds / 1000:.1f} k"
             f" rows/s)")
-    cmd = (f"python -m bench.sync_catchup --mib {args.mib:g} --batch-mib {args.batch_mib:g}"
-           f" --parallel {args.parallel} --durability {args.durability}")
+    size = f"--seconds {args.seconds:g}" if args.seconds else f"--mib {args.mib:g}"
+    cmd = (f"python -m bench.sync_catchup {size} --batch-mib {args.batch_mib:g}"
+           f" --parallel {args.parallel} --durability {args.durability}"
+           f"{' --from-prepare' if args.from_prepare else ''}"
+           f"{f' --table-size {args.table_size}' if args.table_size != TABLE_SIZE else ''}")
+    prepared = (f"prepared **after** the starting point `{start[0]}:{start[1]}` (the range"
+                f" holds CREATE DATABASE/TABLE, the bulk inserts and CREATE INDEX; the"
+                f" downstreams start empty)" if args.from_prepare else
+                f"prepared before the starting point `{start[0]}:{start[1]}`")
     table_rows: list[list[object]] = []
     for r in runs:
         anchor = next(a for a in runs if a.side == "replica" and a.durability == r.durability
@@ -534,9 +554,9 @@ settings. Verdicts:
 
 {facts_table(facts)}
 
-Workload: sysbench `oltp_write_only` on {TABLES} tables × {TABLE_SIZE} rows prepared before
-the starting point `{start[0]}:{start[1]}`; then {THREADS} threads, {work.seconds:.0f} s of
-runs, {work.transactions:,} transactions, up to `{end[0]}:{end[1]}`: {after_bytes:,} bytes
+Workload: sysbench `oltp_write_only` on {TABLES} tables × {args.table_size:,} rows
+{prepared}; then {THREADS} threads, {work.seconds:.0f} s of runs, {work.transactions:,}
+transactions, up to `{end[0]}:{end[1]}`: {after_bytes:,} bytes
 ({after_bytes / MIB:.1f} MiB) of binlog after the starting point (ROW, FULL row image and
 metadata, CRC32). `mariadb-binlog -v` lists **{rows:,} row changes** there
 ({counts.inserts:,} inserts, {counts.updates:,} updates, {counts.deletes:,} deletes) in
@@ -595,6 +615,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durability", choices=("both", "default", "relaxed"),
                         default="both",
                         help="downstream durability settings to run under (default both)")
+    parser.add_argument("--from-prepare", action="store_true",
+                        help="start the range before sysbench prepare (DDL and bulk inserts"
+                             " in range, empty downstreams), as issue 14 asks")
+    parser.add_argument("--table-size", type=int, default=TABLE_SIZE,
+                        help=f"rows per sysbench table (default {TABLE_SIZE})")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="run the write workload this long instead of up to --mib")
     parser.add_argument("--no-report", action="store_true",
                         help="print the section but leave BENCHMARKS.md alone")
     parser.add_argument("--no-idle-wait", action="store_true",
@@ -610,13 +637,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         upstream.start()
         facts = machine_facts(upstream)
-        log(f"sysbench prepare: {TABLES} tables x {TABLE_SIZE} rows")
-        sysbench_prepare(upstream, tables=TABLES, table_size=TABLE_SIZE, threads=THREADS)
-        start = settled_master_status(upstream)
-        dump = workdir / "sbtest-start.sql"
-        dump_sbtest(upstream, dump)
-        log(f"starting point {start}; dump {dump.stat().st_size / MB:.1f} MB")
-        work = run_workload(upstream, start, int(args.mib * MIB))
+        dump: Path | None = None
+        if args.from_prepare:
+            # The range holds the prepare: CREATE DATABASE/TABLE, bulk inserts, CREATE INDEX;
+            # the downstreams start empty.
+            start = settled_master_status(upstream)
+        log(f"sysbench prepare: {TABLES} tables x {args.table_size} rows")
+        sysbench_prepare(upstream, tables=TABLES, table_size=args.table_size, threads=THREADS)
+        if not args.from_prepare:
+            start = settled_master_status(upstream)
+            dump = workdir / "sbtest-start.sql"
+            dump_sbtest(upstream, dump)
+            log(f"starting point {start}; dump {dump.stat().st_size / MB:.1f} MB")
+        work = run_workload(upstream, start, int(args.mib * MIB), table_size=args.table_size,
+                            seconds=args.seconds)
         end = settled_master_status(upstream)
         after_bytes = binlog_after(upstream, start)
         want = sbtest_checksums(upstream)

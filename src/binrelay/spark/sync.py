@@ -129,6 +129,9 @@ class Outage:
     attempts: int = 0
 
 
+#: How often the consumer position follows the checkpoint (at least), seconds.
+_REGISTER_EVERY = 1.0
+
 #: Backoff between attempts to reach a lost downstream: 0.5 s, doubling, at most 30 s.
 _BACKOFF_FIRST, _BACKOFF_CAP = 0.5, 30.0
 
@@ -156,6 +159,9 @@ class SyncPipeline:
         self.rules_stale = False
         self.triggers = SkippedTriggers(config.sync.checkpoint_schema, config.sync.pipeline)
         self.journal = DdlJournal(config.sync.checkpoint_schema, config.sync.pipeline)
+        #: When the consumer position was last written, and a newer one not written yet.
+        self._registered_at = 0.0
+        self._unregistered: Position | None = None
         #: The downstream outage being waited out, if any.
         self.outage: Outage | None = None
         #: The last error retried (text, epoch seconds), kept in the consumer registration
@@ -357,16 +363,16 @@ class SyncPipeline:
             # (mark_in_flight refuses a batch that does not start where it stands).
             cp = self.checkpoint()
             self._downstream_back()
-            if self._own_spark and (not until_caught_up or
-                                    RelayView(self.relay_dir).end.sort_key >
-                                    cp.position.sort_key):
+            if self._own_spark and not until_caught_up:
+                # A service: warm before a backlog arrives.  (A catch-up starts Spark when
+                # its first batch of rows needs it: a range of DDL never does.)
                 self.start_spark()
             with pooled_connection(self.downstream) as conn:
                 self.read_rules(conn)
             start = cp.position
             gtid = cp.gtid_set or gtid_set_at(self.relay_dir, start)
             batch_id = cp.batch_id
-            consumers.register(self.relay_dir, self.name, start, last_error=self.last_error)
+            self._register(start)
             if not cp.consistent and cp.target is not None:
                 end = cp.target
                 gtid = cp.target_gtid_set
@@ -409,9 +415,28 @@ class SyncPipeline:
         finally:
             if waiter is not None:
                 waiter.close()
+            if self._unregistered is not None:
+                self._register(self._unregistered)
+
+    def _applied_to(self, end: Position) -> None:
+        """The consumer position (what purge keeps) follows the checkpoint at most once a
+        second and when the run ends: one durable file write per batch would cost a run of
+        small batches (DDL) a millisecond each.  A position behind the checkpoint is safe:
+        purge keeps more."""
+        if time.monotonic() - self._registered_at >= _REGISTER_EVERY:
+            self._register(end)
+        else:
+            self._unregistered = end
+
+    def _register(self, position: Position) -> None:
+        consumers.register(self.relay_dir, self.name, position, last_error=self.last_error)
+        self._registered_at = time.monotonic()
+        self._unregistered = None
 
     def _wait(self, waiter: ChangeWaiter | None, end: Position) -> ChangeWaiter:
         """Sleep until the relay writes more (or a second passes)."""
+        if self._unregistered is not None:
+            self._register(self._unregistered)  # caught up: purge may have what it can
         waiter = waiter or ChangeWaiter(self.relay_dir)
         waiter.watch(self.relay_dir / str(end.subdir))
         waiter.wait(1.0)
@@ -452,7 +477,7 @@ class SyncPipeline:
             finish_batch(conn, self.name, batch_id, self.store)
             # Only a DDL changes what the catalog says.
             self.rules_stale = self.rules_stale or self.stats.ddl > ddl_before
-        consumers.register(self.relay_dir, self.name, end, last_error=self.last_error)
+        self._applied_to(end)
         self.stats.batches += 1
         report = BatchReport(
             pipeline=self.name, batch_id=batch_id,
