@@ -45,8 +45,9 @@ class Env:
         self.log_file = tmp_path / "sync.log"
 
     def config(self, name: str, **keys: Any) -> Path:
+        # driver-apply off: these tests follow errors out of Spark's executors.
         keys.setdefault("sync", {"master": "local[2]", "tasks": 3, "batch-bytes": 4 << 20,
-                                 "partition-bytes": 64 * 1024})
+                                 "partition-bytes": 64 * 1024, "driver-apply": False})
         return write_config(
             self.tmp_path / f"{name}.toml", self.upstream, self.relay_dir,
             to={"host": self.downstream.host, "port": self.downstream.port, "user": "root",
@@ -84,7 +85,9 @@ def failing(*args: str) -> tuple[subprocess.CompletedProcess[str], str]:
     return proc, the_error_line(proc.stderr)
 
 
-def test_a_table_missing_downstream_is_one_line(env: Env) -> None:
+@pytest.mark.parametrize("driver_apply", [False, True], ids=["executor", "driver"])
+def test_a_table_missing_downstream_is_one_line(env: Env, driver_apply: bool) -> None:
+    """The same line whether a Spark executor or the driver (while Spark starts) met it."""
     up = env.upstream
     up.execute("CREATE DATABASE d")
     conn = up.connect()
@@ -100,19 +103,25 @@ def test_a_table_missing_downstream_is_one_line(env: Env) -> None:
         conn.close()
     env.relay()
 
-    proc, line = failing("sync", "--config", str(env.sync_config()), "--until-caught-up")
+    config = env.config("sync", log_level="debug", log_file=str(env.log_file),
+                        sync={"master": "local[2]", "tasks": 3, "driver-apply": driver_apply})
+    proc, line = failing("sync", "--config", str(config), "--until-caught-up")
     assert line.startswith("binrelay: error: [BR5105] "), line
     assert re.search(r"\(table d\.t, position \S+\)", line), line
     assert proc.stdout == ""
 
     log = env.log_file.read_text()
     assert all(LOGFMT.match(rec) for rec in log.splitlines()), log[-3000:]
-    # The traceback behind the line, and the JVM's output, are in the log at debug level.
+    # The traceback behind the line (and the JVM's output, when it ran) are in the log at
+    # debug level.
     failed = [rec for rec in log.splitlines()
               if "level=debug" in rec and "Traceback (most recent call last)" in rec
               and "DownstreamSchemaError" in rec]
     assert failed, log[-3000:]
-    assert "level=debug logger=binrelay.spark.jvm " in log
+    if not driver_apply:
+        assert "level=debug logger=binrelay.spark.jvm " in log
+    else:
+        assert "apply_here" in failed[0], failed[0][-2000:]
 
 
 def test_a_row_larger_than_the_downstreams_packet_is_one_line(mariadb_factory,

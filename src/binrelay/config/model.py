@@ -52,6 +52,7 @@ class SyncConfig:
     mode: str = "concurrent"
     binlog_gtid: str = ""
     reconnect_deadline: float = 600.0
+    driver_apply: bool = True
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,10 @@ SCHEMA: dict[str, dict[str, Field]] = {
             "Seconds `sync --until-caught-up` and `recover` wait for a lost or refused "
             "downstream (retrying with backoff up to 30 s) before they stop with one line; a "
             "streaming `sync` waits as long as it takes.", unit="seconds", default_doc="600"),
+        "driver-apply": Field(
+            Bool(), True,
+            "While Spark starts (seconds), the driver applies batches itself, each at most "
+            "`partition-bytes`, as one Spark task would; false: batches wait for Spark."),
     },
     "metrics": {
         "relay-addr": Field(

@@ -390,7 +390,8 @@ class SyncPipeline:
                 gtids: list[str] = []
                 # While Spark starts, the driver applies batches itself: small ones, so
                 # that Spark takes over as soon as it is up.
-                max_bytes = self.sync.batch_bytes if self.spark_ready else \
+                max_bytes = self.sync.batch_bytes if self.spark_ready or \
+                    not self.sync.driver_apply else \
                     min(self.sync.batch_bytes, self.sync.partition_bytes)
                 end, segments = next_batch(
                     view, start, end_limit, max_bytes=max_bytes,
@@ -561,8 +562,8 @@ class SyncPipeline:
         tasks = self.sync.tasks
         relay_dir = str(self.relay_dir)
         rules = self.rules
-        if not self.spark_ready and sum(s.stop - s.start for s in segments) <= \
-                2 * self.sync.partition_bytes:
+        if self.sync.driver_apply and not self.spark_ready and \
+                sum(s.stop - s.start for s in segments) <= 2 * self.sync.partition_bytes:
             # Spark is still starting: this process applies the batch as one task would
             # (the same function, so the same result), instead of waiting.
             self.start_spark()
