@@ -363,9 +363,10 @@ class SyncPipeline:
             # (mark_in_flight refuses a batch that does not start where it stands).
             cp = self.checkpoint()
             self._downstream_back()
-            if self._own_spark and not until_caught_up:
+            if self._own_spark and not until_caught_up and self.sync.mode != "strict":
                 # A service: warm before a backlog arrives.  (A catch-up starts Spark when
-                # its first batch of rows needs it: a range of DDL never does.)
+                # its first batch of rows needs it: a range of DDL never does; strict mode
+                # applies on the driver.)
                 self.start_spark()
             with pooled_connection(self.downstream) as conn:
                 self.read_rules(conn)
