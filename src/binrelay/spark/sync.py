@@ -563,23 +563,21 @@ class SyncPipeline:
         tasks = self.sync.tasks
         relay_dir = str(self.relay_dir)
         rules = self.rules
+        # The whole batch in one task (compact, find the ordered tables, apply).
+        alone = TaskContext(self.downstream, self.name, batch_id, self.store, 1, rules=rules)
         if self.sync.driver_apply and not self.spark_ready and \
                 sum(s.stop - s.start for s in segments) <= 2 * self.sync.partition_bytes:
             # Spark is still starting: this process applies the batch as one task would
             # (the same function, so the same result), instead of waiting.
             self.start_spark()
-            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1,
-                              rules=rules)
-            return self._counted(list(apply_here(ctx, relay_dir, iter(segments))))
+            return self._counted(list(apply_here(alone, relay_dir, iter(segments))))
         sc = self.spark.sparkContext
         # Two steps: which tables this batch must replay in order is known only from all of
         # its records, and such a table must be whole in one task, never also upserted by
         # another.
         if len(segments) == 1:
-            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1,
-                              rules=rules)
             counts = sc.parallelize(segments, 1).mapPartitions(
-                lambda segs: apply_alone(ctx, relay_dir, segs)).collect()
+                lambda segs: apply_alone(alone, relay_dir, segs)).collect()
             return self._counted(counts)
         source = sc.parallelize(segments, len(segments))
         shuffled = (source.mapPartitions(lambda segs: compacted(relay_dir, segs, tasks, rules))
