@@ -150,7 +150,7 @@ def assert_converged(env: Env) -> None:
     """Every user table equal on both sides, the checkpoint consistent, ``status`` agreeing."""
     want = snapshot(env.upstream)
     got = snapshot(env.downstream)
-    assert sorted(got) == sorted(want), "tables differ"
+    assert sorted(got) == sorted(want), f"tables differ: {sorted(got)} {sorted(want)}"
     for name in want:
         assert got[name][1] == want[name][1], f"rows of {name} differ"
         assert got[name][0] == want[name][0], f"CHECKSUM TABLE of {name} differs"

@@ -185,6 +185,32 @@ def test_a_failed_ddl_leaves_no_journal_row(mariadb_factory) -> None:
     conn.close()
 
 
+def test_a_row_journaled_by_an_earlier_release_still_decides(mariadb_factory) -> None:
+    """Earlier releases printed routines and events for a table DDL too: a crash under one,
+    replayed under this one, compares like with like (a procedure named like the table
+    makes the two prints differ)."""
+    server = mariadb_factory(server_id=2)
+    conn = server.connect()
+    statement, where = "ALTER TABLE d.t ADD COLUMN v INT", (1, 1, 400, 0)
+    journal = DdlJournal("binrelay", "p", batch_id=3)
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE binrelay")
+        cur.execute("CREATE DATABASE d")
+        cur.execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
+        cur.execute("CREATE PROCEDURE d.t() SELECT 1")
+        journal.create(cur)
+        whole = catalog_print(cur, statement, None)
+        assert whole.digest != catalog_print(cur, statement, None, tables_only=True).digest
+        journal.begin(cur, where, whole.digest, statement)  # the crash came before the DDL
+    conn.commit()
+    assert apply_ddl(conn, None, statement, position=where, journal=journal).applied
+    again = apply_ddl(conn, None, statement, position=where, journal=journal)  # it ran now
+    assert not again.applied and "journal" in again.message
+    assert server.execute("SELECT COUNT(*) FROM information_schema.COLUMNS"
+                          " WHERE TABLE_SCHEMA = 'd' AND TABLE_NAME = 't'") == ((2,),)
+    conn.close()
+
+
 def test_decide() -> None:
     same = CatalogPrint("x")
     assert decide("CREATE TABLE t (i INT)", None, None, same) == RUN

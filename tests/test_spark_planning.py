@@ -10,7 +10,7 @@ from binrelay.position import Position, SubdirName
 from binrelay.relay.layout import RelayMeta, write_index, write_meta
 from binrelay.relay.relaydir import RelayView, durable_end, earliest
 from binrelay.relay.txnscan import DDL, DML, OTHER, transaction_ends
-from binrelay.spark.planning import advance, plan_partitions
+from binrelay.spark.planning import advance, next_batch, plan_partitions
 
 SUB = SubdirName.parse("0-1.000001")
 
@@ -82,6 +82,35 @@ def test_batches_respect_limits_and_the_ddl_barrier(tmp_path: Path) -> None:
     assert all(a[1] == b[0] for a, b in itertools.pairwise(batches))
     # Without the barrier and limits, one batch takes everything.
     assert advance(tmp_path, start, end, ddl_barrier=False) == end
+
+
+def test_a_run_of_ddl_is_one_batch_when_the_caller_allows(tmp_path: Path) -> None:
+    # DDL at 1-3 (a run across nothing else), DML at 4, DDL at 5, then DDL 0-1 of the next
+    # file: a run goes on across a rotation.
+    first = _file(6, ddl_at=(1, 2, 3, 5))
+    second = _file(3, ddl_at=(0, 1), rotate=False)
+    _relay(tmp_path, [first, second])
+    start, end = earliest(tmp_path), durable_end(tmp_path)
+
+    def kinds(ddl_run: int) -> list[list[str]]:
+        out, pos = [], start
+        while pos != end:
+            nxt, segments = next_batch(tmp_path, pos, end, ddl_run=ddl_run)
+            out.append([s.kind for s in segments])
+            pos = nxt
+        return out
+
+    # ("dml" segments inside a run hold the rotation, FDE and GTID list: nothing to apply.)
+    rotation = [DML, DML]
+    assert kinds(1) == [[DML], [DDL], [DDL], [DDL], [DML], [DDL], rotation, [DDL], [DDL],
+                        [DML]]
+    assert kinds(64) == [[DML], [DDL] * 3, [DML], [DDL, *rotation, DDL, DDL], [DML]]
+    assert kinds(2) == [[DML], [DDL] * 2, [DDL], [DML], [DDL, *rotation, DDL], [DDL], [DML]]
+    # A run never starts after rows in the same batch.
+    end_of_rows, segments = next_batch(tmp_path, start, end, ddl_run=64)
+    assert [s.kind for s in segments] == [DML]
+    assert next_batch(tmp_path, end_of_rows, end, ddl_run=64)[0].sort_key \
+        > end_of_rows.sort_key
 
 
 def test_byte_limit_keeps_at_least_one_transaction(tmp_path: Path) -> None:

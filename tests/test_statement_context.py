@@ -426,8 +426,8 @@ def test_context_statements_text() -> None:
         "SET @`e` := CAST(X'' AS CHAR)",
         "SET @`n` := NULL, @`b` := _binary X'00', @`u` := CAST(5 AS UNSIGNED), "
         "@`r` := 0.3333333333333333e0, @`big` := 1e+300, @`d` := -0.50, INSERT_ID = 11, "
-        "LAST_INSERT_ID = 9, @@RAND_SEED1 = 1, @@RAND_SEED2 = 2",
-        "SET @@session.timestamp = 1700000000.004500, @@session.foreign_key_checks = 0, "
+        "LAST_INSERT_ID = 9, @@RAND_SEED1 = 1, @@RAND_SEED2 = 2, "
+        "@@session.timestamp = 1700000000.004500, @@session.foreign_key_checks = 0, "
         "@@session.sql_auto_is_null = 1, @@session.unique_checks = 0, "
         "@@session.check_constraint_checks = 1, @@session.sql_if_exists = 0, "
         "@@session.explicit_defaults_for_timestamp = 0, "
@@ -445,8 +445,7 @@ def test_context_defaults_for_what_was_not_logged() -> None:
                              thread_id=1, mariadb_upstream=True, autocommit=True,
                              upstream_version="10.4.1-MariaDB")
     assert got == [
-        "SET LAST_INSERT_ID = 0",
-        "SET @@session.timestamp = 1, @@session.foreign_key_checks = 1, "
+        "SET LAST_INSERT_ID = 0, @@session.timestamp = 1, @@session.foreign_key_checks = 1, "
         "@@session.sql_auto_is_null = 0, @@session.unique_checks = 1, "
         "@@session.autocommit = 1, @@session.check_constraint_checks = 1, "
         "@@session.sql_mode = '', @@session.auto_increment_increment = 1, "
@@ -463,7 +462,7 @@ def test_context_for_a_mysql_upstream() -> None:
                          explicit_defaults_for_timestamp=1, default_collation_for_utf8mb4=255,
                          character_set_collations=None)
     (only,) = context_statements(status, schema="", timestamp=5, thread_id=1,
-                                 mariadb_upstream=False, upstream_version="8.0.40")[1:]
+                                 mariadb_upstream=False, upstream_version="8.0.40")
     assert "@@session.sql_mode = 'STRICT_TRANS_TABLES,TIME_ROUND_FRACTIONAL'" in only
     assert "@@session.explicit_defaults_for_timestamp = 1" in only
     assert "autocommit" not in only and "sql_if_exists" not in only
@@ -485,7 +484,7 @@ def test_context_errors_and_character_set_collations() -> None:
         context_statements(QueryStatus(gtid_flags3=2), schema="", timestamp=1, thread_id=1,
                            mariadb_upstream=True)
     # A replica keeps its own NO_DIR_IN_CREATE (the applier's: off).
-    (_, sets) = context_statements(QueryStatus(sql_mode=1 << 7 | 1 << 2), schema="",
+    (sets,) = context_statements(QueryStatus(sql_mode=1 << 7 | 1 << 2), schema="",
                                    timestamp=1, thread_id=1, mariadb_upstream=True)
     assert "@@session.sql_mode = 'ANSI_QUOTES'" in sets
     with pytest.raises(ApplyError, match="of type inet6"):
@@ -504,13 +503,14 @@ def test_context_errors_and_character_set_collations() -> None:
 def test_reset_statements_and_literals() -> None:
     from binrelay.apply.sql import REPLICA_SQL_MODE
 
-    names, sets = reset_statements()
-    assert names == "SET NAMES utf8mb4"
+    (sets,) = reset_statements()  # one statement: all ASCII
+    assert sets.startswith("SET NAMES utf8mb4, @@session.timestamp = DEFAULT")
     assert f"@@session.sql_mode = '{REPLICA_SQL_MODE}'" in sets
     assert "@@session.foreign_key_checks = 0" in sets and "autocommit" not in sets
     assert "INSERT_ID = 0, LAST_INSERT_ID = 0" in sets
-    _, sets = reset_statements(foreign_key_checks=True, autocommit=False,
-                               user_vars=["a`b", UserVar("c", None)])
+    names, sets = reset_statements(foreign_key_checks=True, autocommit=False,
+                                   user_vars=["a`b", UserVar("c", None)])
+    assert names == "SET NAMES utf8mb4"  # first: the names are UTF-8
     assert "@@session.foreign_key_checks = 1" in sets
     assert sets.endswith("@@session.autocommit = 0, @`a``b` := NULL, @`c` := NULL")
     assert sql_string("Europe/Paris") == "'Europe/Paris'"

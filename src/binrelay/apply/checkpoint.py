@@ -179,11 +179,25 @@ def _row_to_checkpoint(row: tuple[Any, ...]) -> Checkpoint:
                       int(batch_id), target, t_gtid or "", updated_at.replace(tzinfo=_dt.UTC))
 
 
-def _select(cur: Any, pipeline: str, store: CheckpointStore, lock: bool) -> Checkpoint | None:
+def _select(cur: Any, pipeline: str, store: CheckpointStore) -> Checkpoint | None:
     cur.execute(f"SELECT {_COLUMNS} FROM {quote_table(store.ref).replace('%', '%%')}"
-                f" WHERE pipeline = %s{' FOR UPDATE' if lock else ''}", (pipeline,))
+                " WHERE pipeline = %s", (pipeline,))
     row = cur.fetchone()
     return None if row is None else _row_to_checkpoint(row)
+
+
+def _locked_now(cur: Any, pipeline: str, store: CheckpointStore) -> tuple[Checkpoint, Any]:
+    """The locked checkpoint row and the server's UTC time, in one round trip: a write under
+    the lock stamps the row with that time, so it knows the row it leaves without reading it
+    back."""
+    cur.execute(f"SELECT {_COLUMNS}, UTC_TIMESTAMP(6) FROM"
+                f" {quote_table(store.ref).replace('%', '%%')} WHERE pipeline = %s FOR UPDATE",
+                (pipeline,))
+    row = cur.fetchone()
+    if row is None:
+        raise CheckpointError(f"pipeline {pipeline!r} has no checkpoint",
+                              hint="initialise it first (init_checkpoint)")
+    return _row_to_checkpoint(row[:-1]), row[-1]
 
 
 def read_checkpoint(
@@ -192,7 +206,7 @@ def read_checkpoint(
     """The committed checkpoint of ``pipeline`` (None if it has none yet). Ends the
     connection's transaction (a commit), so that each read sees the latest commit."""
     with conn.cursor() as cur:
-        found = _select(cur, pipeline, store, lock=False)
+        found = _select(cur, pipeline, store)
     # End the read view, so that the next read of this connection sees newer commits.
     conn.commit()
     return found
@@ -211,14 +225,20 @@ def _position_params(pos: Position | None, gtid_set: str) -> tuple[Any, ...]:
 
 def _write(cur: Any, store: CheckpointStore, pipeline: str, position: Position, gtid_set: str,
            consistent: bool, batch_id: int, target: Position | None,
-           target_gtid_set: str = "") -> None:
+           target_gtid_set: str = "", *, now: Any) -> Checkpoint:
+    """Update the row, stamped ``now`` (the server's UTC time, :func:`_locked_now`); the
+    checkpoint as written."""
     table = quote_table(store.ref).replace("%", "%%")
     cur.execute(
         f"UPDATE {table} SET {_position_sql('relay_')}, master_log_name = %s,"
         f" master_log_pos = %s, consistent = %s, batch_id = %s, {_position_sql('target_')},"
-        " updated_at = UTC_TIMESTAMP(6) WHERE pipeline = %s",
+        " updated_at = %s WHERE pipeline = %s",
         (*_position_params(position, gtid_set), position.binlog_name, position.binlog_pos,
-         int(consistent), batch_id, *_position_params(target, target_gtid_set), pipeline))
+         int(consistent), batch_id, *_position_params(target, target_gtid_set), now,
+         pipeline))
+    return Checkpoint(pipeline, position, gtid_set, consistent, batch_id, target,
+                      target_gtid_set if target is not None else "",
+                      now.replace(tzinfo=_dt.UTC))
 
 
 def init_checkpoint(
@@ -235,38 +255,27 @@ def init_checkpoint(
             " updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, 1, 0, UTC_TIMESTAMP(6))",
             (pipeline, *_position_params(position, gtid_set), position.binlog_name,
              position.binlog_pos))
-        found = _select(cur, pipeline, store, lock=False)
+        found = _select(cur, pipeline, store)
     conn.commit()
     assert found is not None
     return found
 
 
-def _locked(cur: Any, pipeline: str, store: CheckpointStore) -> Checkpoint:
-    found = _select(cur, pipeline, store, lock=True)
-    if found is None:
-        raise CheckpointError(f"pipeline {pipeline!r} has no checkpoint",
-                              hint="initialise it first (init_checkpoint)")
-    return found
-
-
 def _under_lock(conn: Any, pipeline: str, store: CheckpointStore,
-                step: Callable[[Any, Checkpoint], bool]) -> Checkpoint:
-    """``step(cursor, checkpoint)`` on the pipeline's locked checkpoint row, committed as one
-    transaction (rolled back if it raises); ``step`` returns False when there is nothing to
-    change.  Returns the checkpoint as committed."""
+                step: Callable[[Any, Checkpoint, Any], Checkpoint | None]) -> Checkpoint:
+    """``step(cursor, checkpoint, now)`` on the pipeline's locked checkpoint row, committed as
+    one transaction (rolled back if it raises); ``step`` returns the checkpoint it wrote
+    (stamped ``now``), or None when there is nothing to change.  Returns the checkpoint as
+    committed."""
     try:
         with conn.cursor() as cur:
-            current = _locked(cur, pipeline, store)
-            if not step(cur, current):
-                conn.commit()
-                return current
-            updated = _select(cur, pipeline, store, lock=False)
+            current, now = _locked_now(cur, pipeline, store)
+            updated = step(cur, current, now)
         conn.commit()
     except BaseException:
         conn.rollback()
         raise
-    assert updated is not None
-    return updated
+    return current if updated is None else updated
 
 
 def mark_in_flight(
@@ -282,7 +291,7 @@ def mark_in_flight(
     a batch whose ``start`` (when given) is not the checkpoint's position: the caller's idea
     of the checkpoint is stale (another process of the same pipeline moved it).
     """
-    def step(cur: Any, current: Checkpoint) -> bool:
+    def step(cur: Any, current: Checkpoint, now: Any) -> Checkpoint | None:
         if start is not None and current.position != start:
             raise CheckpointError(
                 f"pipeline {pipeline!r}: the checkpoint is at {current.position}, not at"
@@ -291,7 +300,7 @@ def mark_in_flight(
         if not current.consistent:
             if current.batch_id == batch_id and current.target == target \
                     and current.target_gtid_set == target_gtid_set:
-                return False
+                return None
             raise CheckpointError(
                 f"pipeline {pipeline!r}: batch {current.batch_id} (to {current.target}) is"
                 f" in flight; cannot start batch {batch_id}")
@@ -299,9 +308,8 @@ def mark_in_flight(
             raise CheckpointError(
                 f"pipeline {pipeline!r}: batch {batch_id} is not after the last finished"
                 f" batch {current.batch_id}", hint="batch ids must increase")
-        _write(cur, store, pipeline, current.position, current.gtid_set, False, batch_id,
-               target, target_gtid_set)
-        return True
+        return _write(cur, store, pipeline, current.position, current.gtid_set, False,
+                      batch_id, target, target_gtid_set, now=now)
 
     return _under_lock(conn, pipeline, store, step)
 
@@ -311,20 +319,19 @@ def finish_batch(
 ) -> Checkpoint:
     """Batch ``batch_id`` is fully applied: position = its target, ``consistent = 1``, and its
     task ledger rows go, all committed together. Finishing it twice is a no-op."""
-    def step(cur: Any, current: Checkpoint) -> bool:
+    def step(cur: Any, current: Checkpoint, now: Any) -> Checkpoint | None:
         if current.consistent and current.batch_id == batch_id:
-            return False
+            return None
         if current.consistent or current.batch_id != batch_id or current.target is None:
             raise CheckpointError(
                 f"pipeline {pipeline!r}: batch {batch_id} is not the batch in flight"
                 f" (checkpoint: batch {current.batch_id},"
                 f" {'consistent' if current.consistent else 'in flight'})")
-        _write(cur, store, pipeline, current.target, current.target_gtid_set, True, batch_id,
-               None)
         cur.execute(
             f"DELETE FROM {quote_table(store.task_ref).replace('%', '%%')}"
             " WHERE pipeline = %s AND batch_id <= %s", (pipeline, batch_id))
-        return True
+        return _write(cur, store, pipeline, current.target, current.target_gtid_set, True,
+                      batch_id, None, now=now)
 
     return _under_lock(conn, pipeline, store, step)
 
@@ -334,7 +341,7 @@ def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
     it. Returns False when it is already at ``update.after`` (this upstream transaction was
     applied before: skip it); True when it is at ``update.before`` and has been moved to
     ``update.after`` (commit it with the data). Anything else is a CheckpointError."""
-    current = _locked(cur, update.pipeline, update.store)
+    current, now = _locked_now(cur, update.pipeline, update.store)
     if not current.consistent:
         raise CheckpointError(
             f"pipeline {update.pipeline!r}: batch {current.batch_id} is in flight; strict"
@@ -349,5 +356,5 @@ def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
             " where this transaction starts",
             hint="apply transactions in relay order from the checkpoint's position")
     _write(cur, update.store, update.pipeline, update.after, update.after_gtid_set, True,
-           current.batch_id, None)
+           current.batch_id, None, now=now)
     return True

@@ -14,7 +14,7 @@ from typing import Any
 import pymysql
 
 from binrelay import failpoints
-from binrelay.apply.ddl_journal import SKIP, DdlJournal, catalog_print, decide
+from binrelay.apply.ddl_journal import SKIP, TABLE_KINDS, DdlJournal, catalog_print, decide
 from binrelay.apply.downstream import errno_of, map_error, rollback_quietly, server_message
 from binrelay.apply.sql import (
     ddl_kind,
@@ -88,16 +88,31 @@ def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: s
                 position: tuple[int, ...]) -> bool:
     """True when the journal and the catalog show the DDL ran before a crash; otherwise
     journal it (committed) and return False."""
+    tables_only = ddl_kind(statement).name in TABLE_KINDS
     try:
         with conn.cursor() as cur:
-            now = catalog_print(cur, statement, schema)
-            recorded, verdict = journal.recorded(cur, position)
-            if decide(statement, recorded, verdict, now, position=position,
-                      journal=journal) == SKIP:
-                conn.commit()
-                log.info("DDL ran before the crash: not run again", extra={
-                    "position": ".".join(map(str, position)), "statement": snippet(statement)})
-                return True
+            now = catalog_print(cur, statement, schema, tables_only=tables_only)
+            if journal.replayed:
+                recorded, verdict, superseded = journal.recorded(cur, position)
+                if superseded:
+                    conn.commit()
+                    log.debug("DDL ran before the crash (a later DDL of the batch was"
+                              " journaled): not run again", extra={
+                                  "position": ".".join(map(str, position)),
+                                  "statement": snippet(statement)})
+                    return True
+                if tables_only and recorded is not None and recorded != now.digest:
+                    # Journaled by a release whose print of every statement held routines
+                    # and events: compare like with like.
+                    whole = catalog_print(cur, statement, schema)
+                    now = whole if whole.digest == recorded else now
+                if decide(statement, recorded, verdict, now, position=position,
+                          journal=journal) == SKIP:
+                    conn.commit()
+                    log.info("DDL ran before the crash: not run again", extra={
+                        "position": ".".join(map(str, position)),
+                        "statement": snippet(statement)})
+                    return True
             journal.begin(cur, position, now.digest, statement)
         conn.commit()
     except pymysql.MySQLError as exc:

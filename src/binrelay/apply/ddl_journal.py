@@ -51,6 +51,10 @@ _SEEN_OTHER = re.compile(
 _REPEATABLE = re.compile(r"\s*(?:GRANT|ANALYZE|OPTIMIZE|REPAIR|CHECK|FLUSH|ALTER\s+SEQUENCE)\b",
                          re.IGNORECASE)
 _UDF = re.compile(r"\bSONAME\b", re.IGNORECASE)
+#: Kinds (``ddl_kind``) that change tables and indexes only: their print leaves routines and
+#: events out (two catalog queries per DDL of a migration).
+TABLE_KINDS = frozenset({"create table", "create index", "drop table", "drop index",
+                         "alter table", "rename table", "truncate"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +83,10 @@ def _marks(n: int) -> str:
     return ", ".join(["%s"] * n)
 
 
-def catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
-    """The catalog's state for every schema and object the statement can name."""
+def catalog_print(cur: Any, statement: str, schema: str | None, *,
+                  tables_only: bool = False) -> CatalogPrint:
+    """The catalog's state for every schema and object the statement can name; with
+    ``tables_only``, of its schemas, tables and views (a statement of ``TABLE_KINDS``)."""
     words = statement_words(statement)
     candidates = sorted({*words, *([schema] if schema else [])} - _SYSTEM)
     if not candidates:
@@ -91,8 +97,8 @@ def catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
     facts: list[tuple[Any, ...]] = [("db", *row) for row in sorted(cur.fetchall())]
     schemas = [row[1] for row in facts]
     unidentified = False
+    params = (*schemas, *words)
     if schemas and words:
-        params = (*schemas, *words)
         cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
                     f" WHERE {_named('TABLE', schemas, words)}", params)
         tables = sorted(cur.fetchall())
@@ -108,6 +114,7 @@ def catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
             facts += [("id", *row) for row in ids]
             with_id = {(s, n) for s, n, _f, _id in ids}
             unidentified = any(s_n not in with_id for s_n in stored)
+    if schemas and words and not tables_only:
         cur.execute("SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, CREATED, LAST_ALTERED,"
                     " ROUTINE_DEFINITION FROM information_schema.ROUTINES"
                     f" WHERE {_named('ROUTINE', schemas, words)}", params)
@@ -173,6 +180,10 @@ def position_text(position: tuple[int, ...]) -> str:
     return ".".join(map(str, position))
 
 
+def _position_of(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
 @dataclass(frozen=True, slots=True)
 class DdlJournal:
     """``<schema>.ddl_journal``: the DDL of the batch in flight, with the fingerprint taken
@@ -181,6 +192,9 @@ class DdlJournal:
     schema: str
     pipeline: str
     batch_id: int = 0
+    #: The batch may have run before (a replay after a crash): only then can a row of it
+    #: be there to read; a batch this process just marked in flight has none.
+    replayed: bool = True
 
     @property
     def table(self) -> TableRef:
@@ -200,15 +214,18 @@ class DdlJournal:
             " PRIMARY KEY (pipeline, position))"
             " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
 
-    def recorded(self, cur: Any, position: tuple[int, ...]) -> tuple[str | None, int | None]:
-        """The fingerprint written before this DDL ran in this batch, and the operator's
-        verdict; ``(None, None)`` when there is no row (a row of another batch is stale:
-        left by a pipeline that was reset)."""
-        cur.execute(f"SELECT fingerprint, ran FROM {self._t()} WHERE pipeline = %s"
-                    " AND position = %s AND batch_id = %s",
-                    (self.pipeline, position_text(position), self.batch_id))
-        row = cur.fetchone()
-        return (None, None) if row is None else (str(row[0]), row[1])
+    def recorded(self, cur: Any, position: tuple[int, ...]) -> tuple[str | None, int | None,
+                                                                        bool]:
+        """The fingerprint written before this DDL ran in this batch, the operator's verdict
+        (``(None, None)`` when there is no row: a row of another batch is stale, left by a
+        pipeline that was reset), and whether a later DDL of the batch has a row: then this
+        one ran for certain (rows are written in relay order, each after the DDL before it
+        ran), whatever the catalog says (a later DDL may have undone it: CREATE then DROP)."""
+        cur.execute(f"SELECT position, fingerprint, ran FROM {self._t()} WHERE pipeline = %s"
+                    " AND batch_id = %s", (self.pipeline, self.batch_id))
+        rows = {_position_of(str(p)): (str(f), ran) for p, f, ran in cur.fetchall()}
+        fingerprint, verdict = rows.get(tuple(position), (None, None))
+        return fingerprint, verdict, any(p > tuple(position) for p in rows)
 
     def begin(self, cur: Any, position: tuple[int, ...], fingerprint: str,
               statement: str) -> None:

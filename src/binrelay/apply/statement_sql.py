@@ -244,7 +244,6 @@ def context_statements(
     if rand is not None:
         seed1, seed2 = _pair(rand, "seed1", "seed2")
         others.append(f"@@RAND_SEED1 = {int(seed1)}, @@RAND_SEED2 = {int(seed2)}")
-    out.append("SET " + ", ".join(others))
 
     when = str(int(timestamp))
     if status.microseconds:
@@ -282,7 +281,9 @@ def context_statements(
         session.append(f"@@session.character_set_client = {int(client)}, "
                        f"@@session.collation_connection = {int(connection)}, "
                        f"@@session.collation_server = {int(server)}")
-    out.append("SET " + ", ".join(session))
+    # One statement: a SET assigns left to right, and nothing before the session's part
+    # changes how the statement parses.
+    out.append("SET " + ", ".join(others + session))
     return out
 
 
@@ -307,8 +308,10 @@ def reset_statements(*, foreign_key_checks: bool = False, autocommit: bool | Non
     sets += ["INSERT_ID = 0", "LAST_INSERT_ID = 0"]
     if autocommit is not None:
         sets.append(f"@@session.autocommit = {1 if autocommit else 0}")
-    for item in user_vars:
-        name = item if isinstance(item, str) else _user_var(item).name
-        sets.append("@" + quote_ident(name) + " := NULL")
-    # SET NAMES first: the rest may name user variables in UTF-8.
-    return ["SET NAMES utf8mb4", "SET " + ", ".join(sets)]
+    cleared = ["@" + quote_ident(item if isinstance(item, str) else _user_var(item).name)
+               + " := NULL" for item in user_vars]
+    if not cleared:
+        # ASCII only, which every client character set reads alike: one statement.
+        return ["SET NAMES utf8mb4, " + ", ".join(sets)]
+    # SET NAMES first: the rest names user variables in UTF-8.
+    return ["SET NAMES utf8mb4", "SET " + ", ".join(sets + cleared)]

@@ -6,7 +6,7 @@ durable end (the last subdir's relay.meta).  A range between two offsets is cut 
 partitions: byte ranges of one relay file whose both ends are transaction ends, so any
 executor decodes one on its own (ROW transactions carry their own table maps).  A DDL
 transaction is always a partition of its own, and with the DDL barrier a batch holding a DDL
-holds nothing else.
+holds nothing else (but, when the caller allows, the DDL right after it).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from binrelay.relay.txnscan import (
     DDL,
     DML,
     INCIDENT,
+    OTHER,
     SERIAL,
     XA_END,
     XA_PREPARE,
@@ -113,14 +114,18 @@ def advance(relay: RelayView | Path, start: Position, end: Position, *,
 def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
                max_bytes: int | None = None, max_transactions: int | None = None,
                ddl_barrier: bool = True, target_bytes: int = 16 << 20,
-               gtids: list[str] | None = None,
+               gtids: list[str] | None = None, ddl_run: int = 1,
                ) -> tuple[Position, list[Segment]]:
     """:func:`advance` and :func:`plan_partitions` of its range in one scan of the relay.
 
     ``gtids``, when given, receives the GTIDs of the batch's transactions in relay order.
 
     Barriers (DDL, transactions holding statements, prepared XA transactions) are a batch
-    of their own.  A prepared XA transaction whose outcome (``XA COMMIT``/``XA ROLLBACK``)
+    of their own; a batch that starts with a DDL also takes up to ``ddl_run`` - 1 DDL
+    transactions right after it (a migration's run of DDL: no rows between them, so no
+    catalog read is due between them, and one checkpoint commit serves them all).
+
+    A prepared XA transaction whose outcome (``XA COMMIT``/``XA ROLLBACK``)
     is not relayed yet cannot be applied nor passed: the batch then ends before it, and
     when it comes first the batch is empty (``start`` is returned).
     """
@@ -128,6 +133,7 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
     last = start
     taken_bytes = 0
     taken = 0
+    run = 0  # DDL transactions taken, when the batch is a run of them
     out: list[Segment] = []
     for span in iter_spans(view, start, end):
         path = view.path(span.subdir, span.file)
@@ -141,7 +147,13 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
         with closing(scan_transactions(path, span.start, span.stop)) as scan:
             for txn in scan:
                 moved = last != start
-                if ddl_barrier and txn.kind in BARRIERS:
+                if ddl_barrier and (txn.kind in BARRIERS or run):
+                    if run < ddl_run and ((txn.kind == DDL and (run or not moved))
+                                          or (run and txn.kind == OTHER)):  # e.g. a rotation
+                        run += txn.kind == DDL
+                        accepted.append(txn)
+                        last = Position(span.subdir, span.file, txn.end)
+                        continue
                     if not moved:
                         if txn.kind == XA_PREPARE and xa_outcome(
                                 view, Position(span.subdir, span.file, txn.end), end,

@@ -133,6 +133,9 @@ class Outage:
 _REGISTER_EVERY = 1.0
 
 #: Backoff between attempts to reach a lost downstream: 0.5 s, doubling, at most 30 s.
+#: DDL statements one batch may hold when they follow each other (a migration): one
+#: checkpoint commit for them all, while the checkpoint still moves every this many.
+_DDL_RUN = 64
 _BACKOFF_FIRST, _BACKOFF_CAP = 0.5, 30.0
 
 
@@ -397,7 +400,7 @@ class SyncPipeline:
                 end, segments = next_batch(
                     view, start, end_limit, max_bytes=max_bytes,
                     max_transactions=self.sync.batch_transactions or None,
-                    target_bytes=self.sync.partition_bytes, gtids=gtids)
+                    target_bytes=self.sync.partition_bytes, gtids=gtids, ddl_run=_DDL_RUN)
                 if end == start:
                     # A prepared XA transaction whose outcome is not relayed yet.
                     if not blocked:
@@ -467,7 +470,7 @@ class SyncPipeline:
             mark_in_flight(conn, self.name, batch_id, end, gtid, self.store, start=reached)
             barrier = [s for s in segments if s.kind != "dml"]
             if barrier:
-                journal = replace(self.journal, batch_id=batch_id)
+                journal = replace(self.journal, batch_id=batch_id, replayed=replayed)
                 rows_by_op = self._serial(conn, barrier, journal)
                 with conn.cursor() as cur:
                     journal.clear(cur)  # committed with the checkpoint
