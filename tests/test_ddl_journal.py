@@ -19,7 +19,16 @@ import pytest
 
 from binrelay import failpoints
 from binrelay.apply.ddl import apply_ddl
-from binrelay.apply.ddl_journal import RUN, SKIP, CatalogPrint, DdlJournal, catalog_print, decide
+from binrelay.apply.ddl_journal import (
+    RUN,
+    SKIP,
+    CatalogPrint,
+    DdlJournal,
+    catalog_print,
+    decide,
+    earlier_catalog_print,
+    statement_words,
+)
 from binrelay.errors import DdlOutcomeUnknownError, DownstreamError
 from fidelity import SimulatedCrash, assert_converged, make_env
 from relay_helpers import binrelay_cmd, run_binrelay
@@ -187,8 +196,8 @@ def test_a_failed_ddl_leaves_no_journal_row(mariadb_factory) -> None:
 
 def test_a_row_journaled_by_an_earlier_release_still_decides(mariadb_factory) -> None:
     """Earlier releases printed routines and events for a table DDL too: a crash under one,
-    replayed under this one, compares like with like (a procedure named like the table
-    makes the two prints differ)."""
+    replayed under this one, compares like with like (here a procedure named like the
+    table makes the two prints differ)."""
     server = mariadb_factory(server_id=2)
     conn = server.connect()
     statement, where = "ALTER TABLE d.t ADD COLUMN v INT", (1, 1, 400, 0)
@@ -199,9 +208,9 @@ def test_a_row_journaled_by_an_earlier_release_still_decides(mariadb_factory) ->
         cur.execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
         cur.execute("CREATE PROCEDURE d.t() SELECT 1")
         journal.create(cur)
-        whole = catalog_print(cur, statement, None)
-        assert whole.digest != catalog_print(cur, statement, None, tables_only=True).digest
-        journal.begin(cur, where, whole.digest, statement)  # the crash came before the DDL
+        earlier = earlier_catalog_print(cur, statement, None)
+        assert earlier.digest != catalog_print(cur, statement, None).digest
+        journal.begin(cur, where, earlier.digest, statement)  # the crash came before the DDL
     conn.commit()
     assert apply_ddl(conn, None, statement, position=where, journal=journal).applied
     again = apply_ddl(conn, None, statement, position=where, journal=journal)  # it ran now
@@ -209,6 +218,14 @@ def test_a_row_journaled_by_an_earlier_release_still_decides(mariadb_factory) ->
     assert server.execute("SELECT COUNT(*) FROM information_schema.COLUMNS"
                           " WHERE TABLE_SCHEMA = 'd' AND TABLE_NAME = 't'") == ((2,),)
     conn.close()
+
+
+def test_the_words_a_print_looks_up() -> None:
+    assert statement_words("ALTER TABLE db . select ADD COLUMN c INT DEFAULT 7",
+                           names_only=True) == ["c", "db", "select"]
+    assert statement_words("CREATE TABLE `INT` (id INT, `7` int) COMMENT 'ON x'",
+                           names_only=True) == ["7", "COMMENT", "INT", "id", "x"]
+    assert "ALTER" in statement_words("ALTER TABLE t ADD c INT")  # the earlier print's
 
 
 def test_decide() -> None:

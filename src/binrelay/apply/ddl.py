@@ -14,8 +14,20 @@ from typing import Any
 import pymysql
 
 from binrelay import failpoints
-from binrelay.apply.ddl_journal import SKIP, TABLE_KINDS, DdlJournal, catalog_print, decide
-from binrelay.apply.downstream import errno_of, map_error, rollback_quietly, server_message
+from binrelay.apply.ddl_journal import (
+    SKIP,
+    DdlJournal,
+    catalog_print,
+    decide,
+    earlier_catalog_print,
+)
+from binrelay.apply.downstream import (
+    errno_of,
+    in_transaction,
+    map_error,
+    rollback_quietly,
+    server_message,
+)
 from binrelay.apply.sql import (
     ddl_kind,
     quote_ident,
@@ -62,7 +74,8 @@ def apply_ddl(
     ``journal`` (with ``position``): the DDL is journaled before it runs, and a DDL the
     journal shows ran before a crash is not run again (``apply.ddl_journal``).
     """
-    rollback_quietly(conn)  # nothing of a batch may ride on the DDL's implicit commit
+    if in_transaction(conn):
+        rollback_quietly(conn)  # nothing of a batch may ride on the DDL's implicit commit
     if journal is not None and position is not None:
         if _ran_before(conn, journal, schema, statement, position):
             return DdlResult(False, None, "it ran before the crash (DDL journal)")
@@ -88,10 +101,9 @@ def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: s
                 position: tuple[int, ...]) -> bool:
     """True when the journal and the catalog show the DDL ran before a crash; otherwise
     journal it (committed) and return False."""
-    tables_only = ddl_kind(statement).name in TABLE_KINDS
     try:
         with conn.cursor() as cur:
-            now = catalog_print(cur, statement, schema, tables_only=tables_only)
+            now = catalog_print(cur, statement, schema)
             if journal.replayed:
                 recorded, verdict, superseded = journal.recorded(cur, position)
                 if superseded:
@@ -101,11 +113,11 @@ def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: s
                                   "position": ".".join(map(str, position)),
                                   "statement": snippet(statement)})
                     return True
-                if tables_only and recorded is not None and recorded != now.digest:
-                    # Journaled by a release whose print of every statement held routines
-                    # and events: compare like with like.
-                    whole = catalog_print(cur, statement, schema)
-                    now = whole if whole.digest == recorded else now
+                if recorded is not None and recorded != now.digest:
+                    # Maybe journaled by an earlier release, which printed otherwise:
+                    # compare like with like.
+                    earlier = earlier_catalog_print(cur, statement, schema)
+                    now = earlier if earlier.digest == recorded else now
                 if decide(statement, recorded, verdict, now, position=position,
                           journal=journal) == SKIP:
                     conn.commit()
@@ -151,7 +163,8 @@ def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
                 with contextlib.suppress(pymysql.MySQLError):
                     for sql in reset_statements():
                         cur.execute(sql)
-    conn.commit()
+    if in_transaction(conn):  # a DDL commits by itself; CREATE TEMPORARY TABLE does not
+        conn.commit()
     return DdlResult(True)
 
 

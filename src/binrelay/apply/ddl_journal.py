@@ -6,7 +6,9 @@ it again (``RENAME TABLE a TO tmp, b TO a, tmp TO b`` would swap the tables back
 code such as "table exists" cannot tell that case apart).  So before a DDL runs, the
 applier commits a journal row holding a fingerprint of the downstream's catalog for
 everything the statement names: schemas, tables (their InnoDB table ids and ``SHOW CREATE``
-text), views, sequences, routines, events.  A replay of the same batch then decides:
+text), views, sequences, routines, events (for a statement on tables: schemas, tables and
+views, with the ids only where a RENAME may swap tables; see ``_SEEN_WITHOUT_IDS``).  A
+replay of the same batch then decides:
 
 - no row: the crash came before the DDL: run it;
 - a row, and the catalog is not as fingerprinted: the DDL ran: do not run it again;
@@ -31,7 +33,8 @@ from binrelay.apply.changes import TableRef
 from binrelay.apply.sql import ddl_kind, quote_table, snippet
 from binrelay.errors import DdlOutcomeUnknownError
 
-__all__ = ["RUN", "SKIP", "CatalogPrint", "DdlJournal", "catalog_print", "decide"]
+__all__ = ["RUN", "SKIP", "CatalogPrint", "DdlJournal", "catalog_print", "decide",
+           "earlier_catalog_print"]
 
 RUN, SKIP = "run", "skip"
 
@@ -52,10 +55,15 @@ _REPEATABLE = re.compile(r"\s*(?:GRANT|ANALYZE|OPTIMIZE|REPAIR|CHECK|FLUSH|ALTER
                          re.IGNORECASE)
 _UDF = re.compile(r"\bSONAME\b", re.IGNORECASE)
 #: Kinds (``ddl_kind``) that change tables and indexes only: their print leaves routines and
-#: events out (two catalog queries per DDL of a migration).
+#: events out.
 TABLE_KINDS = frozenset({"create table", "create index", "drop table", "drop index",
                          "alter table", "rename table", "truncate"})
-
+#: Kinds whose effect shows in the tables' definitions, or which, when it does not show
+#: (ALTER ... FORCE), ends in the same state if run again: the DDL whose outcome is decided
+#: is the batch's last journaled one, so no row after it was applied.  Their print leaves
+#: InnoDB's table ids out (a scan of every table in the server, per DDL).  A RENAME may
+#: swap tables of the same definition, and a TRUNCATE shows only in the ids.
+_SEEN_WITHOUT_IDS = TABLE_KINDS - {"rename table", "truncate"}
 
 @dataclass(frozen=True, slots=True)
 class CatalogPrint:
@@ -67,27 +75,64 @@ class CatalogPrint:
     unidentified: bool = False
 
 
-def statement_words(statement: str) -> list[str]:
+#: Words reserved in every MariaDB and MySQL version that DDL text is full of: written bare
+#: (and not after a dot) they cannot name anything, so the print does not look them up.
+_RESERVED = frozenset({
+    "ADD", "ALTER", "AND", "AS", "BIGINT", "BINARY", "BLOB", "BY", "CASCADE", "CHANGE", "CHAR",
+    "CHARACTER", "CHECK", "COLLATE", "COLUMN", "CONSTRAINT", "CREATE", "DECIMAL", "DEFAULT",
+    "DELETE", "DOUBLE", "DROP", "EXISTS", "FLOAT", "FOREIGN", "FROM", "FULLTEXT", "GROUP", "IF",
+    "IN", "INDEX", "INSERT", "INT", "INTEGER", "INTO", "IS", "KEY", "KEYS", "LIKE", "LONGBLOB",
+    "LONGTEXT", "MEDIUMBLOB", "MEDIUMINT", "MEDIUMTEXT", "NOT", "NULL", "ON", "OR", "ORDER",
+    "PRIMARY", "REFERENCES", "RENAME", "SELECT", "SET", "SMALLINT", "SPATIAL", "TABLE", "TINYBLOB",
+    "TINYINT", "TINYTEXT", "TO", "UNIQUE", "UNSIGNED", "UPDATE", "VALUES", "VARBINARY", "VARCHAR",
+    "WHERE", "WITH"})
+
+
+def statement_words(statement: str, *, names_only: bool = False) -> list[str]:
+    """Every word of the statement that may be a name (quoted or bare); with ``names_only``
+    without the bare ones that cannot be (reserved words, numbers), unless after a dot
+    (``db.select`` names a table)."""
     words: set[str] = set()
-    for quoted, ansi, bare in _WORDS.findall(statement):
+    for match in _WORDS.finditer(statement):
+        quoted, ansi, bare = match.groups()
         if quoted:
             words.add(quoted.replace("``", "`"))
         elif ansi:
             words.add(ansi.replace('""', '"'))
-        else:
+        elif not names_only or not (bare.upper() in _RESERVED or bare.isdigit()) \
+                or _after_dot(statement, match.start()):
             words.add(bare)
     return sorted(words)
+
+
+def _after_dot(text: str, at: int) -> bool:
+    at -= 1
+    while at >= 0 and text[at].isspace():
+        at -= 1
+    return at >= 0 and text[at] == "."
 
 
 def _marks(n: int) -> str:
     return ", ".join(["%s"] * n)
 
 
-def catalog_print(cur: Any, statement: str, schema: str | None, *,
-                  tables_only: bool = False) -> CatalogPrint:
-    """The catalog's state for every schema and object the statement can name; with
-    ``tables_only``, of its schemas, tables and views (a statement of ``TABLE_KINDS``)."""
-    words = statement_words(statement)
+def catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
+    """The catalog's state for every schema and object the statement can name (for a
+    statement of ``TABLE_KINDS``: its schemas, tables and views)."""
+    kind = ddl_kind(statement).name
+    return _print(cur, statement, schema, routines=kind not in TABLE_KINDS,
+                  ids=kind not in _SEEN_WITHOUT_IDS, exact_tables=True)
+
+
+def earlier_catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
+    """The print as binrelay took it until November 2026 (routines and events for every
+    statement, tables found by a scan): a journal row written then is compared with this."""
+    return _print(cur, statement, schema, routines=True, ids=True, exact_tables=False)
+
+
+def _print(cur: Any, statement: str, schema: str | None, *, routines: bool, ids: bool,
+           exact_tables: bool) -> CatalogPrint:
+    words = statement_words(statement, names_only=exact_tables)
     candidates = sorted({*words, *([schema] if schema else [])} - _SYSTEM)
     if not candidates:
         return CatalogPrint(hashlib.sha256(b"").hexdigest())
@@ -99,22 +144,33 @@ def catalog_print(cur: Any, statement: str, schema: str | None, *,
     unidentified = False
     params = (*schemas, *words)
     if schemas and words:
-        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
-                    f" WHERE {_named('TABLE', schemas, words)}", params)
+        if exact_tables:
+            # One equality per (schema, name): the server opens those tables' definitions
+            # only, where an IN list makes it read every table's (milliseconds per thousand
+            # tables, per DDL).
+            pairs = [(s, w) for s in schemas for w in words]
+            cur.execute(" UNION ALL ".join(
+                "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
+                " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s" for _ in pairs),
+                [p for pair in pairs for p in pair])
+        else:
+            cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM"
+                        f" information_schema.TABLES WHERE {_named('TABLE', schemas, words)}",
+                        params)
         tables = sorted(cur.fetchall())
         for table_schema, name, kind in tables:
             cur.execute("SHOW CREATE TABLE " + quote_table(TableRef(table_schema, name)))
             text = _AUTO_INCREMENT.sub("", str(cur.fetchone()[1]))
             facts.append(("table", table_schema, name, kind, text))
         stored = [(s, n) for s, n, kind in tables if kind != "VIEW"]
-        ids = _table_ids(cur, stored)
-        if ids is None:
+        found = _table_ids(cur, stored) if ids else []
+        if found is None:
             unidentified = bool(stored)
         else:
-            facts += [("id", *row) for row in ids]
-            with_id = {(s, n) for s, n, _f, _id in ids}
-            unidentified = any(s_n not in with_id for s_n in stored)
-    if schemas and words and not tables_only:
+            facts += [("id", *row) for row in found]
+            with_id = {(s, n) for s, n, _f, _id in found}
+            unidentified = ids and any(s_n not in with_id for s_n in stored)
+    if schemas and words and routines:
         cur.execute("SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, CREATED, LAST_ALTERED,"
                     " ROUTINE_DEFINITION FROM information_schema.ROUTINES"
                     f" WHERE {_named('ROUTINE', schemas, words)}", params)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pymysql
-from pymysql.constants import CLIENT
+from pymysql.constants import CLIENT, SERVER_STATUS
 
 from binrelay import sqlclient
 from binrelay.apply.changes import TableRef
@@ -182,6 +182,13 @@ def downstream_lost(exc: BaseException) -> DownstreamConnectionError | None:
         if isinstance(mapped, DownstreamConnectionError):
             return mapped
     return None
+
+
+def in_transaction(conn: Any) -> bool:
+    """Whether the server said, in its last reply, that a transaction is open (True when
+    there is no such reply to go by)."""
+    status = getattr(conn, "server_status", None)
+    return status is None or bool(status & SERVER_STATUS.SERVER_STATUS_IN_TRANS)
 
 
 def rollback_quietly(conn: Any) -> None:
