@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         body = report(args, facts, ddl_count, len(todo) - ddl_count, ddl_seconds, runs)
         print(body)
         if not args.no_report:
-            update_section(SECTION, body)
+            update_section(SECTION if not args.rows_every else f"{SECTION}_rows", body)
             log("BENCHMARKS.md updated")
     finally:
         upstream.cleanup()
@@ -250,8 +250,9 @@ def report(args: argparse.Namespace, facts: dict[str, str], ddl: int, inserts: i
             ["binrelay sync, its own apply loop", f"{median(applied):.2f}",
              " / ".join(f"{s:.2f}" for s in applied), f"{ddl / median(applied):.0f}"]]
     batches = sorted({r.batches for r in runs if r.side == "binrelay"})
+    between = " with rows between" if args.rows_every else ""
     return f"""\
-## A DDL-rich range: `binrelay sync` vs. the DDL themselves
+## A DDL-rich range{between}: `binrelay sync` vs. the DDL themselves
 
 `python -m bench.sync_ddl --ddl {args.ddl} --rows-every {args.rows_every} --rounds \
 {args.rounds}` · goal (issue 14): the range applies in about the time of the DDL themselves.
@@ -268,9 +269,10 @@ the upstream's. {args.rounds} rounds, replica then sync, medians.
 
 {md_table(["run", "median s", "rounds s", "DDL/s"], rows)}
 
-- binrelay's batches: {", ".join(map(str, batches))} (each DDL a batch of its own, with its
-  journal row, checkpoint move and consumer position). The whole command includes the
-  interpreter's start; a range of DDL alone never starts Spark.
+- binrelay's batches: {", ".join(map(str, batches))} (a run of DDL is one batch, up to 64
+  statements: one checkpoint commit; each DDL still has its journal row, committed before
+  it runs, and the catalog print that row holds; a DDL after rows starts a batch). The
+  whole command includes the interpreter's start; a range of DDL alone never starts Spark.
 - Not covered: DDL on large tables (the statement's own time dominates there, for every
   side alike), MySQL upstreams, a parallel replica.
 """
