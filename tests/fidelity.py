@@ -103,8 +103,10 @@ def make_env(mariadb_factory: Callable[..., Any], tmp: Path, *,
     upstream = mariadb_factory(server_id=1, extra_args=list(upstream_args))
     downstream = mariadb_factory(server_id=2, extra_args=list(downstream_args))
     relay_dir = tmp / "relay"
+    # Small partitions and no batch applied by the driver: the shuffled, multi-task path
+    # (tests of the driver's own apply ask for it).
     settings = {"master": "local[2]", "tasks": 3, "batch-bytes": 1 << 20,
-                "partition-bytes": 64 * 1024}
+                "partition-bytes": 64 * 1024, "driver-batch-bytes": 0}
     settings.update(sync or {})
     config = write_config(
         tmp / "binrelay.toml", upstream, relay_dir,

@@ -457,6 +457,20 @@ def test_sequences(env: Env, spark) -> None:
         env.upstream.scalar("SELECT next_not_cached_value FROM app.s")
 
 
+@pytest.mark.parametrize("steps", [FOREIGN_KEYS, TRIGGERS, GENERATED, UNIQUE_SWAPS, VERSIONED,
+                                   SEQUENCES],
+                         ids=["foreign-keys", "triggers", "generated", "unique-swaps",
+                              "versioned", "sequences"])
+def test_the_drivers_own_apply(mariadb_factory, tmp_path: Path, spark, steps) -> None:
+    """Small batches applied by the driver with Spark up (``driver-batch-bytes``, the
+    default): the same result as the executors'."""
+    env = make_env(mariadb_factory, tmp_path, sync={"driver-batch-bytes": 1 << 20})
+    jobs = set(spark.sparkContext.statusTracker().getJobIdsForGroup())
+    converge(env, spark, steps)
+    assert set(spark.sparkContext.statusTracker().getJobIdsForGroup()) == jobs, \
+        "a Spark job ran: the driver was to apply every batch"
+
+
 @pytest.mark.parametrize("steps", [FOREIGN_KEYS, STATEMENTS, XA, GENERATED, VERSIONED,
                                    SEQUENCES],
                          ids=["foreign-keys", "statements", "xa", "generated", "versioned",

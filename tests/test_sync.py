@@ -83,7 +83,7 @@ def pipeline_env(mariadb_factory, tmp_path: Path):
         tmp_path / "binrelay.toml", upstream, relay_dir,
         to={"host": downstream.host, "port": downstream.port, "user": "root", "password": ""},
         sync={"master": "local[2]", "batch-bytes": 256 * 1024, "tasks": 3,
-              "partition-bytes": 128 * 1024})
+              "partition-bytes": 128 * 1024, "driver-batch-bytes": 0})
     return upstream, downstream, relay_dir, config_path
 
 

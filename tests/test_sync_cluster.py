@@ -57,7 +57,7 @@ def test_sync_on_a_standalone_cluster(mariadb_factory, tmp_path: Path) -> None:
                 tmp_path / "sync.toml", upstream, relay_dir,
                 to={"host": downstream.host, "port": downstream.port, "user": "root",
                     "password": ""},
-                sync={"master": cluster.master_url, "tasks": 2,
+                sync={"master": cluster.master_url, "tasks": 2, "driver-batch-bytes": 0,
                       "batch-bytes": 4 << 20, "partition-bytes": 512 << 10})
             started = time.monotonic()
             result = run_binrelay("sync", "--config", str(sync_config), "--until-caught-up",

@@ -125,7 +125,7 @@ def test_tables_found_ordered_late_are_replayed_in_relay_order(
         **{"relay-binlog-name": start[0]},
         to={"host": downstream.host, "port": downstream.port, "user": "root", "password": ""},
         sync={"master": "local[2]", "batch-bytes": 64 << 20, "tasks": 3,
-              "partition-bytes": partition_bytes})
+              "partition-bytes": partition_bytes, "driver-batch-bytes": 0})
     relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
     reports: list[BatchReport] = []
     caplog.set_level(logging.INFO, logger="binrelay.spark.sync")

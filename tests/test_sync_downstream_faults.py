@@ -22,7 +22,7 @@ def relay(tmp_path: Path, upstream) -> None:
 
 def config(tmp_path: Path, upstream, downstream, **sync) -> Path:
     settings = {"master": "local[2]", "tasks": 2, "batch-bytes": 64 * 1024,
-                "partition-bytes": 64 * 1024, **sync}
+                "partition-bytes": 64 * 1024, "driver-batch-bytes": 0, **sync}
     return write_config(
         tmp_path / "binrelay.toml", upstream, tmp_path / "relay", log_level="info",
         log_file=str(tmp_path / "sync.log"), metrics={"sync-addr": "127.0.0.1:0"},

@@ -568,10 +568,12 @@ class SyncPipeline:
         rules = self.rules
         # The whole batch in one task (compact, find the ordered tables, apply).
         alone = TaskContext(self.downstream, self.name, batch_id, self.store, 1, rules=rules)
-        if self.sync.driver_apply and not self.spark_ready and \
-                sum(s.stop - s.start for s in segments) <= 2 * self.sync.partition_bytes:
-            # Spark is still starting: this process applies the batch as one task would
-            # (the same function, so the same result), instead of waiting.
+        size = sum(s.stop - s.start for s in segments)
+        if self.sync.driver_apply and (size <= self.sync.driver_batch_bytes or (
+                not self.spark_ready and size <= 2 * self.sync.partition_bytes)):
+            # Spark is still starting, or the batch is so small that a Spark job's fixed
+            # cost (tens of ms) is more than its apply: this process applies the batch as
+            # one task would (the same function, so the same result).
             self.start_spark()
             return self._counted(list(apply_here(alone, relay_dir, iter(segments))))
         sc = self.spark.sparkContext
