@@ -81,6 +81,7 @@ from binrelay.config import SyncConfig
 from binrelay.position import Position
 from binrelay.relay.layout import read_index, read_meta, write_meta
 from binrelay.spark.planning import gtid_set_at
+from binrelay.testing.cluster import StandaloneCluster
 from binrelay.testing.sandbox import (
     REPL_PASSWORD,
     REPL_USER,
@@ -819,14 +820,18 @@ def main(argv: list[str] | None = None) -> int:
                              " range at once (its own BENCHMARKS.md section)")
     parser.add_argument("--physical", action="store_true",
                         help="also time the downstream's own LOAD DATA of the final tables")
+    parser.add_argument("--cluster", action="store_true",
+                        help="run the syncs on a standalone Spark cluster (1 master, 2 workers"
+                             " of 1 core) instead of local[2] (own BENCHMARKS.md section)")
     parser.add_argument("--no-report", action="store_true",
                         help="print the section but leave BENCHMARKS.md alone")
     parser.add_argument("--no-idle-wait", action="store_true",
                         help="do not wait for running pytest sessions to end (trial runs)")
     parser.add_argument("--keep", action="store_true", help="keep the work dir")
     args = parser.parse_args(argv)
-    global IDLE_WAIT
+    global IDLE_WAIT, MASTER
     IDLE_WAIT = not args.no_idle_wait
+    cluster: StandaloneCluster | None = None
 
     workdir = make_workdir(SECTION)
     log(f"work dir {workdir}")
@@ -865,6 +870,11 @@ def main(argv: list[str] | None = None) -> int:
         verify_relay(upstream, relay_dir)
         subdir = read_index(relay_dir)[-1]
         log(f"relayed in {relay.seconds:.1f} s into {relay_dir / str(subdir)} (not timed)")
+        if args.cluster:
+            cluster = StandaloneCluster(workers=2, cores=1, memory="2g",
+                                        base_dir=workdir / "spark-cluster").start()
+            MASTER = cluster.master_url
+            log(f"standalone cluster at {MASTER}: 2 workers of 1 core")
         spark_s = spark_start_seconds(workdir)
         log(f"SparkSession start + trivial job: {spark_s:.1f} s")
 
@@ -896,9 +906,12 @@ def main(argv: list[str] | None = None) -> int:
         body = report(args, facts, work, counts, start, end, after_bytes, runs, spark_s)
         print(body)
         if not args.no_report:
-            update_section(f"{SECTION}_warm" if args.warm else SECTION, body)
+            update_section(f"{SECTION}_cluster" if args.cluster else
+                           f"{SECTION}_warm" if args.warm else SECTION, body)
             log("BENCHMARKS.md updated")
     finally:
+        if cluster is not None:
+            cluster.stop()
         upstream.cleanup()
         if args.keep:
             log(f"kept {workdir}")
