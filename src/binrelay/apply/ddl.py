@@ -103,7 +103,7 @@ def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: s
     journal it (committed) and return False."""
     try:
         with conn.cursor() as cur:
-            now = catalog_print(cur, statement, schema)
+            now = written = catalog_print(cur, statement, schema)
             if journal.replayed:
                 recorded, verdict, superseded = journal.recorded(cur, position)
                 if superseded:
@@ -125,7 +125,7 @@ def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: s
                         "position": ".".join(map(str, position)),
                         "statement": snippet(statement)})
                     return True
-            journal.begin(cur, position, now.digest, statement)
+            journal.begin(cur, position, written.digest, statement)
         conn.commit()
     except pymysql.MySQLError as exc:
         rollback_quietly(conn)

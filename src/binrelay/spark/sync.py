@@ -132,10 +132,10 @@ class Outage:
 #: How often the consumer position follows the checkpoint (at least), seconds.
 _REGISTER_EVERY = 1.0
 
-#: Backoff between attempts to reach a lost downstream: 0.5 s, doubling, at most 30 s.
 #: DDL statements one batch may hold when they follow each other (a migration): one
 #: checkpoint commit for them all, while the checkpoint still moves every this many.
 _DDL_RUN = 64
+#: Backoff between attempts to reach a lost downstream: 0.5 s, doubling, at most 30 s.
 _BACKOFF_FIRST, _BACKOFF_CAP = 0.5, 30.0
 
 
