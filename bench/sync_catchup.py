@@ -734,6 +734,9 @@ def report(args: argparse.Namespace, facts: dict[str, str], work: Workload,
         for r in runs if r.side == "replica" and "threads=0," in r.label)
     fetches = ", ".join(f"{r.fetch_seconds:.1f} s ({r.label.split(', ')[1]})"
                         for r in runs if r.side == "replica")
+    loaded = ("empty (the range creates the tables)" if args.from_prepare else
+              "loaded with `mariadb-dump --single-transaction --databases sbtest` taken at the"
+              " starting point")
     return f"""\
 ## Sync catch-up: `binrelay sync --until-caught-up` vs. a native MariaDB replica
 
@@ -765,8 +768,7 @@ metadata, CRC32). `mariadb-binlog -v` lists **{rows:,} row changes** there
   why durability moves the two so differently. k rows/s = row changes of the binlog range
   per second; MB/s = 10⁶ bytes of binlog range per second.
 - Downstreams: every run gets a fresh sandbox server (same options, binlog off: neither side
-  writes a binlog of what it applies) loaded with `mariadb-dump --single-transaction
-  --databases sbtest` taken at the starting point. After each run `CHECKSUM TABLE` of all
+  writes a binlog of what it applies), {loaded}. After each run `CHECKSUM TABLE` of all
   {TABLES} sbtest tables equalled the upstream's, and binrelay's checkpoint was
   `consistent = 1` at the upstream's end.
 - Native replica: `CHANGE MASTER TO` the starting point (user `repl`, file and position);
