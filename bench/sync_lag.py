@@ -492,7 +492,9 @@ def report(args: argparse.Namespace, facts: dict[str, str], phases: list[Phase])
            f" {' '.join(str(r) for r in args.rates)}"
            + (f" --arrangements {' '.join(args.arrangements)}"
               if args.arrangements != list(ARRANGEMENTS) else "")
-           + (f" --partition-mib {args.partition_mib:g}" if args.partition_mib else ""))
+           + (f" --partition-mib {args.partition_mib:g}" if args.partition_mib else "")
+           + (f" --driver-batch-mib {args.driver_batch_mib:g}"
+              if args.driver_batch_mib is not None else ""))
     facts = {**facts, "Spark master / tasks": f"`{MASTER}` / {TASKS}",
              "load average at end": loadavg()}
     return f"""\
@@ -558,6 +560,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="who applies during each rate's phases: binrelay alone, the"
                              " replica alone, both at once (default: all three, in that"
                              " order); the goal is judged on binrelay alone")
+    parser.add_argument("--driver-batch-mib", type=float, default=None,
+                        help="[sync] driver-batch-bytes in MiB (default: the sync's default)")
     parser.add_argument("--partition-mib", type=float, default=0.0,
                         help="[sync] partition-bytes in MiB (default: binrelay's default)")
     parser.add_argument("--no-report", action="store_true",
@@ -594,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
         relay_cfg = write_config(workdir / "relay.toml", upstream, relay_dir,
                                  relay_sync_interval=0.1)
         extra = {"partition-bytes": int(args.partition_mib * MIB)} if args.partition_mib else {}
+        if args.driver_batch_mib is not None:
+            extra["driver-batch-bytes"] = int(args.driver_batch_mib * MIB)
         sync_cfg = sync_config(workdir / "sync.toml", upstream, relay_dir, downstream, **extra)
         sides = Sides(workdir, relay_cfg, sync_cfg, relay_dir, upstream, replica)
         change_master(replica, upstream, (first_binlog, 4), 0)
