@@ -573,8 +573,11 @@ class SyncPipeline:
                 not self.spark_ready and size <= 2 * self.sync.partition_bytes)):
             # Spark is still starting, or the batch is so small that a Spark job's fixed
             # cost (tens of ms) is more than its apply: this process applies the batch as
-            # one task would (the same function, so the same result).
-            self.start_spark()
+            # one task would (the same function, so the same result).  Only a batch too big
+            # for that starts Spark: a range of small batches (rows between DDL) never pays
+            # for its start (seconds of two cores).
+            if size > self.sync.driver_batch_bytes:
+                self.start_spark()
             return self._counted(list(apply_here(alone, relay_dir, iter(segments))))
         sc = self.spark.sparkContext
         # Two steps: which tables this batch must replay in order is known only from all of
