@@ -462,8 +462,8 @@ def test_sequences(env: Env, spark) -> None:
                          ids=["foreign-keys", "triggers", "generated", "unique-swaps",
                               "versioned", "sequences"])
 def test_the_drivers_own_apply(mariadb_factory, tmp_path: Path, spark, steps) -> None:
-    """Small batches applied by the driver with Spark up (``driver-batch-bytes``, the
-    default): the same result as the executors'."""
+    """Small batches applied by the driver with Spark up (``driver-batch-bytes``): the same
+    result as the executors'."""
     env = make_env(mariadb_factory, tmp_path, sync={"driver-batch-bytes": 1 << 20})
     jobs = set(spark.sparkContext.statusTracker().getJobIdsForGroup())
     converge(env, spark, steps)
