@@ -10,10 +10,17 @@
  *
  * Also the row scanner's event walk (walk_events; rows/walk.py is its specification): check
  * every event's CRC32 and return only the events the scanner looks at.
+ *
+ * And dump --json's row lines (json_rows; rows/jsondump.py is its specification): the JSON
+ * text of a rows event's images for the common column types, without a Python object per
+ * value.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static uint32_t crc_table[8][256];
@@ -233,6 +240,374 @@ done:
     return result;
 }
 
+/* ---- dump --json: row images straight to JSON text (rows/jsondump.py is the specification) --
+ *
+ * json_rows(out, data, pos, stop, op, prefix, plan, plan_after) appends the JSON line of every
+ * row of one rows event's images in data[pos:stop] to the bytearray out, and returns stop.  A
+ * plan (rows/jsondump.py's json_plan) describes the columns of one image: per present column
+ * its kind, and its key as JSON text ('"name": ').  Anything this code does not do exactly as
+ * the Python path would (text that is not valid UTF-8, a value running past the image, ...)
+ * makes it return -1 with out untouched, and the caller does the event in Python.
+ */
+enum { JK_INT = 1, JK_YEAR = 2, JK_FLOAT = 3, JK_DOUBLE = 4, JK_UTF8 = 5, JK_ASCII = 6,
+       JK_HEX = 7 };
+#define JF_UNSIGNED 1
+#define JF_RSTRIP 2
+#define JSON_SLOW 1 /* status: leave the event to Python */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} jbuf;
+
+static jbuf jb;
+
+static int jb_reserve(jbuf *b, size_t n)
+{
+    if (b->len + n <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 1 << 16;
+    while (cap < b->len + n)
+        cap *= 2;
+    char *q = realloc(b->p, cap);
+    if (q == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = q;
+    b->cap = cap;
+    return 0;
+}
+
+#define JB_PUT(b, s, n)                                                                     \
+    do {                                                                                    \
+        if (jb_reserve((b), (n)))                                                           \
+            return -1;                                                                      \
+        memcpy((b)->p + (b)->len, (s), (n));                                                \
+        (b)->len += (n);                                                                    \
+    } while (0)
+#define JB_LIT(b, lit) JB_PUT(b, lit, sizeof(lit) - 1)
+
+static const char hexdigits[] = "0123456789abcdef";
+
+/* A string's bytes as JSON text, escaped as json.dumps(..., ensure_ascii=False) does.
+ * utf8: check the bytes are UTF-8 as Python's strict decoder takes it (else JSON_SLOW);
+ * otherwise they must be ASCII. */
+static int put_json_text(jbuf *b, const unsigned char *s, size_t n, int utf8)
+{
+    if (jb_reserve(b, n * 6 + 2))
+        return -1;
+    char *o = b->p + b->len;
+    *o++ = '"';
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c >= 0x80) {
+            size_t k;
+            if (!utf8)
+                return JSON_SLOW;
+            if (c >= 0xC2 && c <= 0xDF) {
+                k = 2;
+            } else if (c >= 0xE0 && c <= 0xEF) {
+                k = 3;
+            } else if (c >= 0xF0 && c <= 0xF4) {
+                k = 4;
+            } else {
+                return JSON_SLOW;
+            }
+            if (i + k > n)
+                return JSON_SLOW;
+            unsigned char c1 = s[i + 1];
+            unsigned char lo = 0x80, hi = 0xBF;
+            if (c == 0xE0)
+                lo = 0xA0;
+            else if (c == 0xED)
+                hi = 0x9F; /* no UTF-16 surrogates */
+            else if (c == 0xF0)
+                lo = 0x90;
+            else if (c == 0xF4)
+                hi = 0x8F; /* nothing past U+10FFFF */
+            if (c1 < lo || c1 > hi)
+                return JSON_SLOW;
+            for (size_t j = 2; j < k; j++)
+                if ((s[i + j] & 0xC0) != 0x80)
+                    return JSON_SLOW;
+            memcpy(o, s + i, k);
+            o += k;
+            i += k;
+            continue;
+        }
+        i++;
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *o++ = (char)c;
+            continue;
+        }
+        *o++ = '\\';
+        switch (c) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '\n': *o++ = 'n'; break;
+        case '\r': *o++ = 'r'; break;
+        case '\t': *o++ = 't'; break;
+        case '\b': *o++ = 'b'; break;
+        case '\f': *o++ = 'f'; break;
+        default:
+            *o++ = 'u';
+            *o++ = '0';
+            *o++ = '0';
+            *o++ = hexdigits[c >> 4];
+            *o++ = hexdigits[c & 15];
+        }
+    }
+    *o++ = '"';
+    b->len = (size_t)(o - b->p);
+    return 0;
+}
+
+static int put_int(jbuf *b, long long v)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%lld", v);
+    JB_PUT(b, tmp, (size_t)n);
+    return 0;
+}
+
+static int put_uint(jbuf *b, unsigned long long v)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%llu", v);
+    JB_PUT(b, tmp, (size_t)n);
+    return 0;
+}
+
+/* A double as json.dumps prints it: float.__repr__, or NaN / Infinity / -Infinity. */
+static int put_double(jbuf *b, double v)
+{
+    if (isnan(v)) {
+        JB_LIT(b, "NaN");
+        return 0;
+    }
+    if (isinf(v)) {
+        if (v > 0)
+            JB_LIT(b, "Infinity");
+        else
+            JB_LIT(b, "-Infinity");
+        return 0;
+    }
+    char *text = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (text == NULL)
+        return -1;
+    size_t n = strlen(text);
+    int rc = jb_reserve(b, n);
+    if (rc == 0) {
+        memcpy(b->p + b->len, text, n);
+        b->len += n;
+    }
+    PyMem_Free(text);
+    return rc;
+}
+
+static uint64_t le_uint(const unsigned char *p, int width)
+{
+    uint64_t v = 0;
+    for (int i = width - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* One image: '{"key": value, ...}'.  Returns 0, -1 (error set) or JSON_SLOW. */
+static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t stop,
+                     const unsigned char *plan, Py_ssize_t plan_len)
+{
+    Py_ssize_t p = *pp;
+    if (plan_len < 2)
+        return JSON_SLOW;
+    unsigned ncols = plan[0] | plan[1] << 8;
+    Py_ssize_t nb = (ncols + 7) / 8;
+    if (ncols == 0 || p + nb > stop)
+        return JSON_SLOW;
+    const unsigned char *nulls = d + p;
+    p += nb;
+    const unsigned char *q = plan + 2, *plan_end = plan + plan_len;
+    JB_LIT(b, "{");
+    for (unsigned k = 0; k < ncols; k++) {
+        if (q + 7 > plan_end)
+            return JSON_SLOW;
+        int kind = q[0], flags = q[1], width = q[2];
+        size_t pad = q[3] | (size_t)q[4] << 8, klen = q[5] | (size_t)q[6] << 8;
+        const unsigned char *key = q + 7;
+        q += 7 + klen;
+        if (q > plan_end)
+            return JSON_SLOW;
+        if (k)
+            JB_LIT(b, ", ");
+        JB_PUT(b, key, klen);
+        if (nulls[k >> 3] >> (k & 7) & 1) {
+            JB_LIT(b, "null");
+            continue;
+        }
+        int rc = 0;
+        switch (kind) {
+        case JK_INT: {
+            if (p + width > stop)
+                return JSON_SLOW;
+            uint64_t v = le_uint(d + p, width);
+            p += width;
+            if (flags & JF_UNSIGNED) {
+                rc = put_uint(b, v);
+            } else {
+                int shift = 64 - 8 * width;
+                rc = put_int(b, shift ? (long long)(int64_t)(v << shift) >> shift
+                                      : (long long)(int64_t)v);
+            }
+            break;
+        }
+        case JK_YEAR:
+            if (p + 1 > stop)
+                return JSON_SLOW;
+            rc = put_int(b, d[p] ? d[p] + 1900 : 0);
+            p += 1;
+            break;
+        case JK_FLOAT: {
+            if (p + 4 > stop)
+                return JSON_SLOW;
+            uint32_t bits = (uint32_t)le_uint(d + p, 4);
+            float f;
+            memcpy(&f, &bits, 4);
+            p += 4;
+            rc = put_double(b, (double)f);
+            break;
+        }
+        case JK_DOUBLE: {
+            if (p + 8 > stop)
+                return JSON_SLOW;
+            uint64_t bits = le_uint(d + p, 8);
+            double v;
+            memcpy(&v, &bits, 8);
+            p += 8;
+            rc = put_double(b, v);
+            break;
+        }
+        case JK_UTF8:
+        case JK_ASCII:
+        case JK_HEX: {
+            if (width < 1 || width > 4 || p + width > stop)
+                return JSON_SLOW;
+            uint64_t n = le_uint(d + p, width);
+            p += width;
+            if (n > (uint64_t)(stop - p))
+                return JSON_SLOW;
+            const unsigned char *s = d + p;
+            p += (Py_ssize_t)n;
+            if (kind == JK_HEX) {
+                size_t total = n > pad ? n : pad;
+                if (jb_reserve(b, 2 * total + 12))
+                    return -1;
+                char *o = b->p + b->len;
+                memcpy(o, "{\"hex\": \"", 9);
+                o += 9;
+                for (size_t i = 0; i < total; i++) {
+                    unsigned char c = i < n ? s[i] : 0;
+                    *o++ = hexdigits[c >> 4];
+                    *o++ = hexdigits[c & 15];
+                }
+                *o++ = '"';
+                *o++ = '}';
+                b->len = (size_t)(o - b->p);
+                break;
+            }
+            if (flags & JF_RSTRIP)
+                while (n && s[n - 1] == ' ')
+                    n--;
+            rc = put_json_text(b, s, (size_t)n, kind == JK_UTF8);
+            break;
+        }
+        default:
+            return JSON_SLOW;
+        }
+        if (rc)
+            return rc;
+    }
+    JB_LIT(b, "}");
+    *pp = p;
+    return 0;
+}
+
+static int json_rows_into(jbuf *b, const unsigned char *d, Py_ssize_t p, Py_ssize_t stop,
+                          long op, const char *prefix, Py_ssize_t prefix_len,
+                          const unsigned char *plan, Py_ssize_t plan_len,
+                          const unsigned char *plan2, Py_ssize_t plan2_len)
+{
+    int rc;
+    while (p < stop) {
+        JB_PUT(b, prefix, (size_t)prefix_len);
+        if (op == 0) { /* insert */
+            JB_LIT(b, "null, \"after\": ");
+            if ((rc = put_image(b, d, &p, stop, plan, plan_len)))
+                return rc;
+            JB_LIT(b, "}\n");
+        } else if (op == 2) { /* delete */
+            if ((rc = put_image(b, d, &p, stop, plan, plan_len)))
+                return rc;
+            JB_LIT(b, ", \"after\": null}\n");
+        } else {
+            if (plan2 == NULL)
+                return JSON_SLOW;
+            if ((rc = put_image(b, d, &p, stop, plan, plan_len)))
+                return rc;
+            JB_LIT(b, ", \"after\": ");
+            if ((rc = put_image(b, d, &p, stop, plan2, plan2_len)))
+                return rc;
+            JB_LIT(b, "}\n");
+        }
+    }
+    return 0;
+}
+
+/* json_rows(out, data, pos, stop, op, prefix, plan, plan_after) -> stop, or -1 (do it in
+ * Python); op: 0 insert, 1 update, 2 delete; plan_after None but for updates. */
+static PyObject *json_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "json_rows takes 8 arguments");
+        return NULL;
+    }
+    PyObject *out = args[0];
+    if (!PyByteArray_Check(out) || !PyBytes_Check(args[5]) || !PyBytes_Check(args[6]) ||
+        (args[7] != Py_None && !PyBytes_Check(args[7]))) {
+        PyErr_SetString(PyExc_TypeError, "json_rows: bad argument types");
+        return NULL;
+    }
+    Py_ssize_t p = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[3]);
+    long op = PyLong_AsLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[1], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (p < 0 || stop > data.len || p > stop) {
+        PyBuffer_Release(&data);
+        return PyLong_FromLong(-1);
+    }
+    jb.len = 0;
+    int rc = json_rows_into(
+        &jb, data.buf, p, stop, op, PyBytes_AS_STRING(args[5]), PyBytes_GET_SIZE(args[5]),
+        (const unsigned char *)PyBytes_AS_STRING(args[6]), PyBytes_GET_SIZE(args[6]),
+        args[7] == Py_None ? NULL : (const unsigned char *)PyBytes_AS_STRING(args[7]),
+        args[7] == Py_None ? 0 : PyBytes_GET_SIZE(args[7]));
+    PyBuffer_Release(&data);
+    if (rc < 0)
+        return NULL;
+    if (rc == JSON_SLOW)
+        return PyLong_FromLong(-1);
+    Py_ssize_t n0 = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, n0 + (Py_ssize_t)jb.len) < 0)
+        return NULL;
+    memcpy(PyByteArray_AS_STRING(out) + n0, jb.p, jb.len);
+    return PyLong_FromSsize_t(stop);
+}
+
 static PyObject *py_crc32(PyObject *self, PyObject *args)
 {
     Py_buffer data;
@@ -248,12 +623,15 @@ static PyMethodDef methods[] = {
     {"walk_events", walk_events, METH_VARARGS,
      "Walk whole events, checking CRC32s, returning the ones to look at (rows/walk.py)."},
     {"crc32", py_crc32, METH_VARARGS, "CRC32 (IEEE), as zlib.crc32(data)."},
+    {"json_rows", (PyCFunction)(void (*)(void))json_rows, METH_FASTCALL,
+     "The JSON lines of one rows event's rows (rows/jsondump.py)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "binrelay._speedups",
-    "Hot loops in C; relay/hotloop.py and rows/walk.py hold the Python specifications.", -1, methods,
+    "Hot loops in C; relay/hotloop.py, rows/walk.py and rows/jsondump.py hold the Python "
+    "specifications.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__speedups(void)
