@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterator
+from json.encoder import encode_basestring as _encode_basestring
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -137,7 +138,7 @@ def _column_item(col: Column) -> tuple[int, int, int, int] | None:
 def _json_bytes(value: str) -> bytes | None:
     """``json.dumps(value, ensure_ascii=False)`` as UTF-8; None when that has surrogates."""
     try:
-        return json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return _encode_basestring(value).encode("utf-8")  # what json.dumps does for a str
     except UnicodeEncodeError:
         return None
 

@@ -109,6 +109,7 @@ class ChangeScanner:
         if end is None:
             end = len(buf)
         dec = self.decoder
+        add_table_map = dec._add_table_map
         path = self.path
         kinds = _KINDS
         new_change = _new_row_change
@@ -125,11 +126,13 @@ class ChangeScanner:
                                       file_offset + pos + size, runs)
             pos = self.stopped_at = pos + size
         while True:
-            crc = bool(dec.checksum_len and self.verify_checksums)
+            # Only the last event of a walk can change the checksum length (a new FDE).
+            checksum_len = dec.checksum_len
+            crc = bool(checksum_len and self.verify_checksums)
             events, stopped, status = walk_events(buf, pos, end, crc, _KEEP)
             for etype, pos, ev_end in events:
                 kind = kinds[etype]
-                body_end = ev_end - dec.checksum_len
+                body_end = ev_end - checksum_len
                 if kind == _ROWS:
                     try:
                         (table, op, flags, present, present_after, _extra, partial, data, p,
@@ -162,8 +165,13 @@ class ChangeScanner:
                     except Exception as exc:
                         raise row_error(path, etype, file_offset + pos, exc) from exc
                 elif kind == _TABLE_MAP:
-                    self._guard(dec._add_table_map, etype, file_offset + pos, buf, pos,
-                                body_end)
+                    try:
+                        add_table_map(buf, pos, body_end)
+                    except BinlogFormatError:
+                        raise
+                    except Exception as exc:
+                        raise BinlogFormatError(f"{c.event_type_name(etype)}: {exc}",
+                                                path=path, offset=file_offset + pos) from exc
                 elif kind == _MARIA_GTID_KIND:
                     if body_end - pos < _HEADER_LEN + 13:
                         raise BinlogFormatError("GTID_EVENT truncated", path=path,
@@ -194,15 +202,6 @@ class ChangeScanner:
         return BinlogFormatError(
             f"event size {size} is smaller than the {_HEADER_LEN}-byte header",
             path=self.path, offset=offset)
-
-    def _guard(self, fn, etype: int, offset: int, *args):  # type: ignore[no-untyped-def]
-        try:
-            return fn(*args)
-        except BinlogFormatError:
-            raise
-        except Exception as exc:
-            raise BinlogFormatError(f"{c.event_type_name(etype)}: {exc}", path=self.path,
-                                    offset=offset) from exc
 
     def _error(self, etype: int, offset: int, exc: Exception) -> BinlogFormatError:
         return _event_error(self.path, etype, offset, exc)
