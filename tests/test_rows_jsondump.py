@@ -25,6 +25,7 @@ from binrelay.rows.jsondump import json_line, json_lines, json_plan, write_json_
 from binrelay.rows.reader import iter_file_changes, iter_file_rows_runs
 from binrelay.rows.scanner import row_error
 from binrelay.rows.tablemap import Column, TableMap
+from binrelay.rows.temporal import FRAC_BYTES
 from captures import capture, capture_binlogs
 
 pytestmark = pytest.mark.timeout(300)
@@ -124,9 +125,9 @@ def _text(draw: st.DrawFn) -> bytes:
     """Mostly UTF-8 text with what JSON escapes and trailing spaces; sometimes any bytes."""
     if draw(st.integers(0, 4)) == 0:
         return draw(st.binary(max_size=40))
-    text = draw(st.text(st.one_of(st.characters(), st.sampled_from('"\\\n\r\t\b\f\x00\x1f\x7f '
-                                                                   "é€😀\u2028")),
-                        max_size=30))
+    chars = st.one_of(st.characters(codec="utf-8"),
+                      st.sampled_from('"\\\n\r\t\b\f\x00\x1f\x7f é€😀\u2028'))
+    text = draw(st.text(chars, max_size=30))
     return text.encode("utf-8")
 
 
@@ -167,8 +168,16 @@ KINDS: list[tuple[Callable[[int], Column], Callable[[st.DrawFn], bytes]]] = [
      lambda d: _prefixed(2, _text(d))),
     (partial(_col, typ=t.MYSQL_TYPE_BLOB, collation=BINARY, length=3),
      lambda d: _prefixed(3, d(st.binary(max_size=40)))),
+    # Temporal values as any bytes of their size: zero, partial and invalid dates too.
+    (partial(_col, typ=t.MYSQL_TYPE_DATE), lambda d: d(st.binary(min_size=3, max_size=3))),
+    *[(partial(_col, typ=typ, fsp=fsp),
+       partial(lambda n, d: d(st.binary(min_size=n, max_size=n)), size + FRAC_BYTES[fsp]))
+      for typ, size in ((t.MYSQL_TYPE_DATETIME2, 5), (t.MYSQL_TYPE_TIMESTAMP2, 4),
+                        (t.MYSQL_TYPE_TIME2, 3)) for fsp in range(7)],
     (partial(_col, typ=t.MYSQL_TYPE_VARCHAR, collation=UCS2, length=50),  # not in C: Python
-     lambda d: _prefixed(1, d(st.binary(max_size=20).map(lambda b: b[:len(b) // 2 * 2])))),
+     lambda d: _prefixed(1, d(st.text(st.characters(max_codepoint=0xFFFF,
+                                                     exclude_categories=["Cs"]),
+                                       max_size=10)).encode("utf-16-be"))),
 ]
 
 
@@ -209,14 +218,35 @@ def _encodes(text: str) -> bool:
     return True
 
 
-@settings(max_examples=400, deadline=None, derandomize=True,
+@settings(max_examples=600, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(case=tables_and_events())
 def test_json_rows_prints_what_json_line_does(
         case: tuple[TableMap, str, int, int, bytes]) -> None:
+    _check_json_rows(*case)
+
+
+@pytest.mark.parametrize("fsp", range(7))
+def test_json_rows_temporal_edges(fsp: int) -> None:
+    # Zero TIMESTAMP with and without a fraction, a fraction past a second (carried), the
+    # smallest and largest TIME, negative zero, the zero DATETIME.
+    columns = tuple(_col(i, typ, fsp=fsp) for i, typ in enumerate(
+        (t.MYSQL_TYPE_TIMESTAMP2, t.MYSQL_TYPE_TIME2, t.MYSQL_TYPE_DATETIME2)))
+    fb = FRAC_BYTES[fsp]
+    table = TableMap(7, "db", "t", columns)
+    images = []
+    for frac in (b"\x00" * fb, b"\xff" * fb, b"\x01" * fb):
+        for secs, time, dt in ((0, 0x800000, 0x8000000000), (1, 0, 0),
+                               (0, 0xFFFFFF, 0xFFFFFFFFFF), (2**32 - 1, 0x7FFFFF, 0)):
+            images.append(b"\x00" + secs.to_bytes(4, "big") + frac
+                          + time.to_bytes(3, "big") + frac + dt.to_bytes(5, "big") + frac)
+    _check_json_rows(table, INSERT, 7, 7, b"".join(images))
+
+
+def _check_json_rows(table: TableMap, op: str, present: int, present_after: int,
+                     data: bytes) -> None:
     if jsondump.json_rows_c is None:
         pytest.skip("binrelay._speedups is not built")
-    table, op, present, present_after, data = case
     first = row_decoder(table, present)
     second = row_decoder(table, present_after) if op == UPDATE else None
     where = Location("/x/é.000001", 4, 99, "0-1-2", 0)

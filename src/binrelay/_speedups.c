@@ -250,7 +250,7 @@ done:
  * makes it return -1 with out untouched, and the caller does the event in Python.
  */
 enum { JK_INT = 1, JK_YEAR = 2, JK_FLOAT = 3, JK_DOUBLE = 4, JK_UTF8 = 5, JK_ASCII = 6,
-       JK_HEX = 7 };
+       JK_HEX = 7, JK_DATE = 8, JK_DATETIME2 = 9, JK_TIMESTAMP2 = 10, JK_TIME2 = 11 };
 #define JF_UNSIGNED 1
 #define JF_RSTRIP 2
 #define JSON_SLOW 1 /* status: leave the event to Python */
@@ -415,6 +415,121 @@ static uint64_t le_uint(const unsigned char *p, int width)
     return v;
 }
 
+static uint64_t be_uint(const unsigned char *p, int width)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < width; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The factor from a fraction of frac_len bytes to microseconds (temporal.py's _FRAC_SCALE). */
+static const int64_t frac_scale[4] = {0, 10000, 100, 1};
+
+/* "." and the first fsp digits of "%06lld" % micro (temporal.py's *_text), when fsp. */
+static int put_fraction(jbuf *b, int64_t micro, int fsp)
+{
+    if (!fsp)
+        return 0;
+    char tmp[32];
+    int n = snprintf(tmp + 1, sizeof tmp - 1, "%06lld", (long long)micro);
+    tmp[0] = '.';
+    JB_PUT(b, tmp, (size_t)(fsp < n ? fsp : n) + 1);
+    return 0;
+}
+
+/* '"YYYY-MM-DD HH:MM:SS[.f]"' from calendar fields, as datetime_text prints them. */
+static int put_datetime(jbuf *b, int64_t y, int64_t mo, int64_t d, int64_t h, int64_t mi,
+                        int64_t s, int64_t micro, int fsp)
+{
+    char tmp[96];
+    int n = snprintf(tmp, sizeof tmp, "\"%04lld-%02lld-%02lld %02lld:%02lld:%02lld",
+                     (long long)y, (long long)mo, (long long)d, (long long)h, (long long)mi,
+                     (long long)s);
+    JB_PUT(b, tmp, (size_t)n);
+    if (put_fraction(b, micro, fsp))
+        return -1;
+    JB_LIT(b, "\"");
+    return 0;
+}
+
+/* Days since 1970-01-01 (>= 0) to a civil date (H. Hinnant's days_from_civil, inverted). */
+static void civil_from_days(int64_t z, int64_t *y, int64_t *m, int64_t *d)
+{
+    z += 719468;
+    int64_t era = z / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = doy - (153 * mp + 2) / 5 + 1;
+    *m = mp < 10 ? mp + 3 : mp - 9;
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+/* A temporal value (temporal.py's readers and *_text): width = bytes of the fraction. */
+static int put_temporal(jbuf *b, int kind, const unsigned char *v, int frac_len, int fsp)
+{
+    int64_t micro;
+    switch (kind) {
+    case JK_DATE: {
+        uint64_t x = le_uint(v, 3);
+        char tmp[48];
+        int n = snprintf(tmp, sizeof tmp, "\"%04lld-%02lld-%02lld\"", (long long)(x >> 9),
+                         (long long)(x >> 5 & 15), (long long)(x & 31));
+        JB_PUT(b, tmp, (size_t)n);
+        return 0;
+    }
+    case JK_DATETIME2: {
+        /* intpart - 0x8000000000 in two's complement: the masks below take bits < 42 */
+        uint64_t x = be_uint(v, 5) - 0x8000000000ULL;
+        uint64_t ym = x >> 22 & 0x1FFFF;
+        micro = frac_len ? (int64_t)be_uint(v + 5, frac_len) * frac_scale[frac_len] : 0;
+        return put_datetime(b, (int64_t)(ym / 13), (int64_t)(ym % 13), (int64_t)(x >> 17 & 31),
+                            (int64_t)(x >> 12 & 31), (int64_t)(x >> 6 & 63), (int64_t)(x & 63),
+                            micro, fsp);
+    }
+    case JK_TIMESTAMP2: {
+        int64_t secs = (int64_t)be_uint(v, 4);
+        micro = frac_len ? (int64_t)be_uint(v + 4, frac_len) * frac_scale[frac_len] : 0;
+        if (secs == 0 && micro == 0)
+            return put_datetime(b, 0, 0, 0, 0, 0, 0, 0, fsp);
+        int64_t total = secs * 1000000 + micro;
+        int64_t t = total / 1000000, y, mo, d;
+        civil_from_days(t / 86400, &y, &mo, &d);
+        int64_t r = t % 86400;
+        return put_datetime(b, y, mo, d, r / 3600, r / 60 % 60, r % 60, total % 1000000, fsp);
+    }
+    case JK_TIME2: {
+        int n = 3 + frac_len;
+        int64_t value = (int64_t)be_uint(v, n) - ((int64_t)0x800000 << (8 * frac_len));
+        int64_t sign = 1;
+        if (value < 0) {
+            sign = -1;
+            value = -value;
+        }
+        int bits = 8 * frac_len;
+        int64_t hms = value >> bits;
+        micro = frac_len ? (value & (((int64_t)1 << bits) - 1)) * frac_scale[frac_len] : 0;
+        int64_t secs = (hms >> 12 & 0x3FF) * 3600 + (hms >> 6 & 63) * 60 + (hms & 63);
+        int64_t total = sign * (secs * 1000000 + micro);
+        const char *minus = total < 0 ? "-" : "";
+        if (total < 0)
+            total = -total;
+        int64_t s = total / 1000000, rest = s % 3600;
+        char tmp[64];
+        int len = snprintf(tmp, sizeof tmp, "\"%s%02lld:%02lld:%02lld", minus,
+                           (long long)(s / 3600), (long long)(rest / 60), (long long)(rest % 60));
+        JB_PUT(b, tmp, (size_t)len);
+        if (put_fraction(b, total % 1000000, fsp))
+            return -1;
+        JB_LIT(b, "\"");
+        return 0;
+    }
+    }
+    return JSON_SLOW;
+}
+
 /* One image: '{"key": value, ...}'.  Returns 0, -1 (error set) or JSON_SLOW. */
 static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t stop,
                      const unsigned char *plan, Py_ssize_t plan_len)
@@ -434,7 +549,7 @@ static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t
         if (q + 7 > plan_end)
             return JSON_SLOW;
         int kind = q[0], flags = q[1], width = q[2];
-        size_t pad = q[3] | (size_t)q[4] << 8, klen = q[5] | (size_t)q[6] << 8;
+        size_t pad = q[3] | (size_t)q[4] << 8, klen = q[5] | (size_t)q[6] << 8; /* pad: arg */
         const unsigned char *key = q + 7;
         q += 7 + klen;
         if (q > plan_end)
@@ -520,6 +635,19 @@ static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t
                 while (n && s[n - 1] == ' ')
                     n--;
             rc = put_json_text(b, s, (size_t)n, kind == JK_UTF8);
+            break;
+        }
+        case JK_DATE:
+        case JK_DATETIME2:
+        case JK_TIMESTAMP2:
+        case JK_TIME2: {
+            /* width: bytes of the fraction; pad: the column's fsp */
+            static const int base[] = {3, 5, 4, 3};
+            int size = base[kind - JK_DATE] + (kind == JK_DATE ? 0 : width);
+            if (width > 3 || pad > 6 || p + size > stop)
+                return JSON_SLOW;
+            rc = put_temporal(b, kind, d + p, width, (int)pad);
+            p += size;
             break;
         }
         default:

@@ -8,9 +8,10 @@ text that is not valid Unicode (bytes invalid in their charset decode to lone su
 
 :func:`write_json_lines` prints the same bytes faster: ``binrelay._speedups.json_rows`` (C,
 built when a compiler is there) writes the lines of a whole rows event straight from its
-images for the common column types (integers, YEAR, FLOAT and DOUBLE, text in UTF-8 or in an
-ASCII-compatible single-byte charset, binary strings), following a plan made once per row
-decoder (:func:`json_plan`: per column of the image, how to read it and its key as JSON).
+images for the common column types (integers, YEAR, FLOAT and DOUBLE, DATE, DATETIME,
+TIMESTAMP and TIME (MySQL 5.6+ forms), text in UTF-8 or in an ASCII-compatible single-byte
+charset, binary strings), following a plan made once per row decoder (:func:`json_plan`: per
+column of the image, how to read it and its key as JSON).
 Everything else goes through :func:`json_line`, event by event: other column types,
 PARTIAL_UPDATE_ROWS events, text that is not valid in its charset or not ASCII in a
 single-byte one, a value that runs past the image (whose error the Python path raises), and a
@@ -34,6 +35,7 @@ from binrelay.rows.events import DELETE, INSERT, UPDATE, Location, iter_rows
 from binrelay.rows.reader import iter_changes, iter_file_rows_runs
 from binrelay.rows.scanner import RowsRun, row_error
 from binrelay.rows.tablemap import Column, TableMap
+from binrelay.rows.temporal import FRAC_BYTES
 from binrelay.rows.text import image_json
 
 try:
@@ -75,6 +77,10 @@ def json_lines(files: list[Path], *, verify_checksums: bool = True) -> Iterator[
 
 # Column kinds and flags, as _speedups.c's json_rows reads them.
 _K_INT, _K_YEAR, _K_FLOAT, _K_DOUBLE, _K_UTF8, _K_ASCII, _K_HEX = range(1, 8)
+_K_DATE, _K_DATETIME2, _K_TIMESTAMP2, _K_TIME2 = range(8, 12)
+#: Temporal types with a fraction: (kind, flags, bytes of the fraction, fsp).
+_FRACTIONAL = {t.MYSQL_TYPE_DATETIME2: _K_DATETIME2, t.MYSQL_TYPE_TIMESTAMP2: _K_TIMESTAMP2,
+               t.MYSQL_TYPE_TIME2: _K_TIME2}
 _F_UNSIGNED, _F_RSTRIP = 1, 2
 _ITEM = struct.Struct("<BBBHH")
 _INT_CODES = {"b": 1, "h": 2, "i": 4, "q": 8}
@@ -98,7 +104,9 @@ def _text_kind(col: Column) -> int | None:
 
 
 def _column_item(col: Column) -> tuple[int, int, int, int] | None:
-    """(kind, flags, width, pad) of one column, or None when json_rows cannot print it."""
+    """(kind, flags, width, arg) of one column, or None when json_rows cannot print it:
+    width is the bytes of an integer, a length prefix or a fraction; arg BINARY's padded
+    length or a temporal column's fsp."""
     typ = col.type
     if typ in _TEXT_TYPES:
         if typ == t.MYSQL_TYPE_GEOMETRY:
@@ -120,6 +128,12 @@ def _column_item(col: Column) -> tuple[int, int, int, int] | None:
         # BINARY(n): padded back to n bytes with 0x00 (the server drops them when logging).
         pad = col.length if col.is_binary else 0
         return (kind, 0, width, pad) if pad <= 0xFFFF else None
+    if typ in _FRACTIONAL:
+        if not 0 <= col.fsp < len(FRAC_BYTES):
+            return None
+        return _FRACTIONAL[typ], 0, FRAC_BYTES[col.fsp], col.fsp
+    if typ == t.MYSQL_TYPE_DATE:
+        return _K_DATE, 0, 0, 0
     if typ == t.MYSQL_TYPE_INT24:
         return _K_INT, _F_UNSIGNED if col.unsigned else 0, 3, 0
     if typ == t.MYSQL_TYPE_YEAR:
