@@ -20,6 +20,8 @@ from binrelay.errors import BinlogFormatError
 from binrelay.rows import coltypes as t
 from binrelay.rows import jsondump
 from binrelay.rows.compiler import row_decoder
+from binrelay.rows.decimal import _DIG2BYTES as DIG2BYTES
+from binrelay.rows.decimal import decimal_size
 from binrelay.rows.events import DELETE, INSERT, UPDATE, Location, iter_rows
 from binrelay.rows.jsondump import json_line, json_lines, json_plan, write_json_lines
 from binrelay.rows.reader import iter_file_changes, iter_file_rows_runs
@@ -141,6 +143,24 @@ def _prefixed(width: int, data: bytes) -> bytes:
     return len(data).to_bytes(width, "little") + data
 
 
+def _decimal(precision: int, scale: int, draw: st.DrawFn) -> bytes:
+    """A DECIMAL as the binlog packs it (rows/decimal.py reads it); sometimes any bytes."""
+    size = decimal_size(precision, scale)
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.binary(min_size=size, max_size=size))
+    intg = precision - scale
+    digits = draw(st.text("0123456789", min_size=precision, max_size=precision))
+    if draw(st.booleans()):
+        digits = "0" * (precision - 1) + digits[-1]
+    whole, frac = digits[:intg], digits[intg:]
+    groups = ([whole[:intg % 9]] if intg % 9 else []) + [
+        whole[i:i + 9] for i in range(intg % 9, intg, 9)]
+    groups += [frac[i:i + 9] for i in range(0, scale, 9)]
+    packed = bytearray(b"".join(int(g).to_bytes(DIG2BYTES[len(g)], "big") for g in groups))
+    packed[0] |= 0x80
+    return bytes(~x & 0xFF for x in packed) if draw(st.booleans()) else bytes(packed)
+
+
 # (column, how a value of it is stored)
 KINDS: list[tuple[Callable[[int], Column], Callable[[st.DrawFn], bytes]]] = [
     *[(partial(_col, typ=typ, unsigned=u), partial(lambda w, u, d: d(_int(w, u)), w, u))
@@ -168,6 +188,9 @@ KINDS: list[tuple[Callable[[int], Column], Callable[[st.DrawFn], bytes]]] = [
      lambda d: _prefixed(2, _text(d))),
     (partial(_col, typ=t.MYSQL_TYPE_BLOB, collation=BINARY, length=3),
      lambda d: _prefixed(3, d(st.binary(max_size=40)))),
+    *[(partial(_col, typ=t.MYSQL_TYPE_NEWDECIMAL, precision=prec, scale=scale,
+                length=decimal_size(prec, scale)), partial(_decimal, prec, scale))
+      for prec, scale in ((1, 0), (9, 9), (10, 2), (18, 9), (20, 10), (30, 0), (65, 30))],
     # Temporal values as any bytes of their size: zero, partial and invalid dates too.
     (partial(_col, typ=t.MYSQL_TYPE_DATE), lambda d: d(st.binary(min_size=3, max_size=3))),
     *[(partial(_col, typ=typ, fsp=fsp),
@@ -250,9 +273,10 @@ def _check_json_rows(table: TableMap, op: str, present: int, present_after: int,
     first = row_decoder(table, present)
     second = row_decoder(table, present_after) if op == UPDATE else None
     where = Location("/x/é.000001", 4, 99, "0-1-2", 0)
-    changes = list(iter_rows(table, op, False, data, 0, len(data), first, second, where))
-    want = "".join(json_line(where, table, op, ch.before, ch.after) + "\n"
-                   for ch in changes).encode()
+    try:
+        changes = list(iter_rows(table, op, False, data, 0, len(data), first, second, where))
+    except ValueError:  # a DECIMAL group with too many digits: json_rows leaves it to Python
+        changes = None
     plan = json_plan(table, present)
     plan_after = json_plan(table, present_after) if op == UPDATE else None
     used = present | present_after
@@ -266,6 +290,11 @@ def _check_json_rows(table: TableMap, op: str, present: int, present_after: int,
     out = bytearray(b"kept")
     done = jsondump.json_rows_c(out, data, 0, len(data), {INSERT: 0, UPDATE: 1, DELETE: 2}[op],
                                 prefix, plan, plan_after)
+    if changes is None:
+        assert done == -1 and bytes(out) == b"kept"
+        return
+    want = "".join(json_line(where, table, op, ch.before, ch.after) + "\n"
+                   for ch in changes).encode()
     valid = all(_valid(table, ch.before, ch.after) for ch in changes)
     # Latin-1 text that is not ASCII is left to Python too.
     ascii_only = all(v.isascii() for ch in changes for image in (ch.before, ch.after) if image

@@ -250,7 +250,8 @@ done:
  * makes it return -1 with out untouched, and the caller does the event in Python.
  */
 enum { JK_INT = 1, JK_YEAR = 2, JK_FLOAT = 3, JK_DOUBLE = 4, JK_UTF8 = 5, JK_ASCII = 6,
-       JK_HEX = 7, JK_DATE = 8, JK_DATETIME2 = 9, JK_TIMESTAMP2 = 10, JK_TIME2 = 11 };
+       JK_HEX = 7, JK_DATE = 8, JK_DATETIME2 = 9, JK_TIMESTAMP2 = 10, JK_TIME2 = 11,
+       JK_DECIMAL = 12 };
 #define JF_UNSIGNED 1
 #define JF_RSTRIP 2
 #define JSON_SLOW 1 /* status: leave the event to Python */
@@ -530,6 +531,79 @@ static int put_temporal(jbuf *b, int kind, const unsigned char *v, int frac_len,
     return JSON_SLOW;
 }
 
+/* DECIMAL(precision, scale) as rows/decimal.py decodes it and format(value, "f") prints it:
+ * groups of nine digits per four bytes (partial groups at both ends), the first bit the sign
+ * (1 = positive), a negative number with every byte inverted.  A group holding more digits
+ * than it may is left to Python, which raises. */
+static const int dig2bytes[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
+
+static int decimal_size(int precision, int scale)
+{
+    int intg = precision - scale;
+    return dig2bytes[intg % 9] + intg / 9 * 4 + scale / 9 * 4 + dig2bytes[scale % 9];
+}
+
+static int put_decimal(jbuf *b, const unsigned char *v, int precision, int scale)
+{
+    static const uint32_t pow10[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
+                                       100000000, 1000000000};
+    int size = decimal_size(precision, scale);
+    unsigned char raw[80];
+    if (size < 1 || size > (int)sizeof raw)
+        return JSON_SLOW;
+    int negative = !(v[0] & 0x80);
+    for (int i = 0; i < size; i++)
+        raw[i] = negative ? (unsigned char)~v[i] : v[i];
+    raw[0] &= 0x7F;
+    /* the groups in storage order: (bytes, digits) */
+    int intg = precision - scale, pos = 0, started = 0;
+    char tmp[24];
+    if (jb_reserve(b, (size_t)precision + 8))
+        return -1;
+    char *o = b->p + b->len;
+    *o++ = '"';
+    if (negative)
+        *o++ = '-';
+    int ngroups = (intg % 9 ? 1 : 0) + intg / 9;
+    for (int g = 0; g < ngroups; g++) {
+        int digits = (g == 0 && intg % 9) ? intg % 9 : 9;
+        int nbytes = dig2bytes[digits];
+        uint32_t x = (uint32_t)be_uint(raw + pos, nbytes);
+        pos += nbytes;
+        if (x >= pow10[digits])
+            return JSON_SLOW;
+        if (started) {
+            snprintf(tmp, sizeof tmp, "%09u", x);
+            memcpy(o, tmp, 9);
+            o += 9;
+        } else if (x) {
+            int n = snprintf(tmp, sizeof tmp, "%u", x);
+            memcpy(o, tmp, (size_t)n);
+            o += n;
+            started = 1;
+        }
+    }
+    if (!started)
+        *o++ = '0';
+    if (scale) {
+        *o++ = '.';
+        for (int left = scale; left > 0; left -= 9) {
+            int digits = left >= 9 ? 9 : left;
+            int nbytes = dig2bytes[digits];
+            uint32_t x = (uint32_t)be_uint(raw + pos, nbytes);
+            pos += nbytes;
+            if (x >= pow10[digits])
+                return JSON_SLOW;
+            snprintf(tmp, sizeof tmp, "%0*u", digits, x);
+            memcpy(o, tmp, (size_t)digits);
+            o += digits;
+        }
+    }
+    *o++ = '"';
+    b->len = (size_t)(o - b->p);
+    return 0;
+}
+
 /* One image: '{"key": value, ...}'.  Returns 0, -1 (error set) or JSON_SLOW. */
 static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t stop,
                      const unsigned char *plan, Py_ssize_t plan_len)
@@ -648,6 +722,16 @@ static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t
                 return JSON_SLOW;
             rc = put_temporal(b, kind, d + p, width, (int)pad);
             p += size;
+            break;
+        }
+        case JK_DECIMAL: {
+            /* width: the value's bytes as the table map says; pad: precision << 8 | scale */
+            int precision = (int)(pad >> 8), scale = (int)(pad & 0xFF);
+            if (precision < 1 || precision > 65 || scale > precision ||
+                decimal_size(precision, scale) > width || p + width > stop)
+                return JSON_SLOW;
+            rc = put_decimal(b, d + p, precision, scale);
+            p += width;
             break;
         }
         default:

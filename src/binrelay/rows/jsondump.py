@@ -8,10 +8,10 @@ text that is not valid Unicode (bytes invalid in their charset decode to lone su
 
 :func:`write_json_lines` prints the same bytes faster: ``binrelay._speedups.json_rows`` (C,
 built when a compiler is there) writes the lines of a whole rows event straight from its
-images for the common column types (integers, YEAR, FLOAT and DOUBLE, DATE, DATETIME,
-TIMESTAMP and TIME (MySQL 5.6+ forms), text in UTF-8 or in an ASCII-compatible single-byte
-charset, binary strings), following a plan made once per row decoder (:func:`json_plan`: per
-column of the image, how to read it and its key as JSON).
+images for the common column types (integers, YEAR, FLOAT and DOUBLE, DECIMAL, DATE,
+DATETIME, TIMESTAMP and TIME (MySQL 5.6+ forms), text in UTF-8 or in an ASCII-compatible
+single-byte charset, binary strings), following a plan made once per row decoder
+(:func:`json_plan`: per column of the image, how to read it and its key as JSON).
 Everything else goes through :func:`json_line`, event by event: other column types,
 PARTIAL_UPDATE_ROWS events, text that is not valid in its charset or not ASCII in a
 single-byte one, a value that runs past the image (whose error the Python path raises), and a
@@ -77,7 +77,7 @@ def json_lines(files: list[Path], *, verify_checksums: bool = True) -> Iterator[
 
 # Column kinds and flags, as _speedups.c's json_rows reads them.
 _K_INT, _K_YEAR, _K_FLOAT, _K_DOUBLE, _K_UTF8, _K_ASCII, _K_HEX = range(1, 8)
-_K_DATE, _K_DATETIME2, _K_TIMESTAMP2, _K_TIME2 = range(8, 12)
+_K_DATE, _K_DATETIME2, _K_TIMESTAMP2, _K_TIME2, _K_DECIMAL = range(8, 13)
 #: Temporal types with a fraction: (kind, flags, bytes of the fraction, fsp).
 _FRACTIONAL = {t.MYSQL_TYPE_DATETIME2: _K_DATETIME2, t.MYSQL_TYPE_TIMESTAMP2: _K_TIMESTAMP2,
                t.MYSQL_TYPE_TIME2: _K_TIME2}
@@ -105,8 +105,8 @@ def _text_kind(col: Column) -> int | None:
 
 def _column_item(col: Column) -> tuple[int, int, int, int] | None:
     """(kind, flags, width, arg) of one column, or None when json_rows cannot print it:
-    width is the bytes of an integer, a length prefix or a fraction; arg BINARY's padded
-    length or a temporal column's fsp."""
+    width is the bytes of an integer, a length prefix, a fraction or a DECIMAL; arg BINARY's
+    padded length, a temporal column's fsp or a DECIMAL's precision << 8 | scale."""
     typ = col.type
     if typ in _TEXT_TYPES:
         if typ == t.MYSQL_TYPE_GEOMETRY:
@@ -134,6 +134,11 @@ def _column_item(col: Column) -> tuple[int, int, int, int] | None:
         return _FRACTIONAL[typ], 0, FRAC_BYTES[col.fsp], col.fsp
     if typ == t.MYSQL_TYPE_DATE:
         return _K_DATE, 0, 0, 0
+    if typ == t.MYSQL_TYPE_NEWDECIMAL:
+        if not (1 <= col.precision <= 65 and 0 <= col.scale <= col.precision
+                and col.length <= 0xFF):
+            return None
+        return _K_DECIMAL, 0, col.length, col.precision << 8 | col.scale
     if typ == t.MYSQL_TYPE_INT24:
         return _K_INT, _F_UNSIGNED if col.unsigned else 0, 3, 0
     if typ == t.MYSQL_TYPE_YEAR:
