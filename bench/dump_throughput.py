@@ -287,16 +287,16 @@ per CPU-second (ratios {cpu_rate['binrelay'] / cpu_rate['pmr']:.1f} and
   included for both Python sides. Rounds alternate, each starting one side further on;
   medians are over each side's {args.rounds} runs, ratios are of median rows/s.
 - Not covered: column types beyond sysbench's INT and CHAR (utf8mb4). binrelay prints
-  integers, YEAR, FLOAT/DOUBLE, DECIMAL, DATE, DATETIME, TIMESTAMP, TIME, UTF-8 and ASCII
-  text and binary strings in C (`_speedups.json_rows`); a table with any other column type
-  in an image (ENUM/SET, BIT, JSON, pre-5.6 temporal forms, other multi-byte charsets) has
-  its rows printed by the Python specification (`rows/jsondump.py`'s `json_line`), several
-  times slower, and that is not measured here. Nor are wide rows, MySQL servers, compressed
-  or TRANSACTION_PAYLOAD events, a relay directory as the target, more than one binlog file
-  (unless `--mib` passes `max_binlog_size`) and `binrelay dump` without `--json` (the event
-  listing). The JSON of the two Python sides is not the same text (binrelay's adds file,
-  positions and GTID per row); only the row changes are compared. sysbench's first run is 10
-  s, so the binlog can be larger than `--mib`.
+  integers, YEAR, FLOAT/DOUBLE, DECIMAL, BIT, ENUM, SET, DATE, DATETIME, TIMESTAMP, TIME,
+  UTF-8 and ASCII text and binary strings in C (`_speedups.json_rows`); a table with any
+  other column type in an image (JSON, VECTOR, pre-5.6 temporal forms, other multi-byte
+  charsets) has its rows printed by the Python specification (`rows/jsondump.py`'s
+  `json_line`), several times slower, and that is not measured here. Nor are wide rows,
+  MySQL servers, compressed or TRANSACTION_PAYLOAD events, a relay directory as the target,
+  more than one binlog file (unless `--mib` passes `max_binlog_size`) and `binrelay dump`
+  without `--json` (the event listing). The JSON of the two Python sides is not the same
+  text (binrelay's adds file, positions and GTID per row); only the row changes are
+  compared. sysbench's first run takes 10 seconds, so the binlog can be larger than `--mib`.
 """
 
 

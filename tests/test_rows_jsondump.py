@@ -143,6 +143,13 @@ def _prefixed(width: int, data: bytes) -> bytes:
     return len(data).to_bytes(width, "little") + data
 
 
+def _raw(size: int, draw: st.DrawFn) -> bytes:
+    """Any bytes, mostly small values (ENUM indexes and SET bits within the names)."""
+    if draw(st.booleans()):
+        return draw(st.integers(0, 4)).to_bytes(size, "little")
+    return draw(st.binary(min_size=size, max_size=size))
+
+
 def _decimal(precision: int, scale: int, draw: st.DrawFn) -> bytes:
     """A DECIMAL as the binlog packs it (rows/decimal.py reads it); sometimes any bytes."""
     size = decimal_size(precision, scale)
@@ -191,6 +198,12 @@ KINDS: list[tuple[Callable[[int], Column], Callable[[st.DrawFn], bytes]]] = [
     *[(partial(_col, typ=t.MYSQL_TYPE_NEWDECIMAL, precision=prec, scale=scale,
                 length=decimal_size(prec, scale)), partial(_decimal, prec, scale))
       for prec, scale in ((1, 0), (9, 9), (10, 2), (18, 9), (20, 10), (30, 0), (65, 30))],
+    # BIT, ENUM and SET as any bytes of their size: indexes and bits past the names too.
+    *[(partial(_col, typ=typ, length=n, **names), partial(_raw, n)) for typ, n, names in (
+        (t.MYSQL_TYPE_BIT, 3, {}), (t.MYSQL_TYPE_ENUM, 2, {}), (t.MYSQL_TYPE_SET, 3, {}),
+        (t.MYSQL_TYPE_ENUM, 1, {"enum_values": ("a", 'q"uote', "é", "x,y")}),
+        (t.MYSQL_TYPE_SET, 1, {"set_values": ("a", "b\\", "é", "d", "\n")}),
+        (t.MYSQL_TYPE_SET, 2, {"set_values": tuple("abcdefghi")}))],
     # Temporal values as any bytes of their size: zero, partial and invalid dates too.
     (partial(_col, typ=t.MYSQL_TYPE_DATE), lambda d: d(st.binary(min_size=3, max_size=3))),
     *[(partial(_col, typ=typ, fsp=fsp),
@@ -275,7 +288,8 @@ def _check_json_rows(table: TableMap, op: str, present: int, present_after: int,
     where = Location("/x/é.000001", 4, 99, "0-1-2", 0)
     try:
         changes = list(iter_rows(table, op, False, data, 0, len(data), first, second, where))
-    except ValueError:  # a DECIMAL group with too many digits: json_rows leaves it to Python
+    except (ValueError, IndexError):  # a DECIMAL group with too many digits, an ENUM index
+        # or SET bit past the names: json_rows leaves it to Python
         changes = None
     plan = json_plan(table, present)
     plan_after = json_plan(table, present_after) if op == UPDATE else None

@@ -251,7 +251,7 @@ done:
  */
 enum { JK_INT = 1, JK_YEAR = 2, JK_FLOAT = 3, JK_DOUBLE = 4, JK_UTF8 = 5, JK_ASCII = 6,
        JK_HEX = 7, JK_DATE = 8, JK_DATETIME2 = 9, JK_TIMESTAMP2 = 10, JK_TIME2 = 11,
-       JK_DECIMAL = 12 };
+       JK_DECIMAL = 12, JK_ENUM = 13, JK_SET = 14, JK_BITS = 15 };
 #define JF_UNSIGNED 1
 #define JF_RSTRIP 2
 #define JSON_SLOW 1 /* status: leave the event to Python */
@@ -626,6 +626,22 @@ static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t
         size_t pad = q[3] | (size_t)q[4] << 8, klen = q[5] | (size_t)q[6] << 8; /* pad: arg */
         const unsigned char *key = q + 7;
         q += 7 + klen;
+        /* ENUM and SET: the names follow, a 2-byte count, then a 2-byte length and the
+         * name as JSON text without its quotes, each */
+        const unsigned char *names = NULL;
+        unsigned nnames = 0;
+        if (kind == JK_ENUM || kind == JK_SET) {
+            if (q + 2 > plan_end)
+                return JSON_SLOW;
+            nnames = q[0] | q[1] << 8;
+            names = q + 2;
+            q += 2;
+            for (unsigned i = 0; i < nnames; i++) {
+                if (q + 2 > plan_end)
+                    return JSON_SLOW;
+                q += 2 + (q[0] | q[1] << 8);
+            }
+        }
         if (q > plan_end)
             return JSON_SLOW;
         if (k)
@@ -732,6 +748,36 @@ static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t
                 return JSON_SLOW;
             rc = put_decimal(b, d + p, precision, scale);
             p += width;
+            break;
+        }
+        case JK_BITS: /* BIT(n): big-endian, unsigned */
+            if (width < 1 || width > 8 || p + width > stop)
+                return JSON_SLOW;
+            rc = put_uint(b, be_uint(d + p, width));
+            p += width;
+            break;
+        case JK_ENUM:
+        case JK_SET: {
+            if (width < 1 || width > 8 || p + width > stop)
+                return JSON_SLOW;
+            uint64_t x = le_uint(d + p, width);
+            p += width;
+            if (kind == JK_ENUM ? x >= nnames : (nnames < 64 && x >> nnames))
+                return JSON_SLOW; /* Python raises */
+            JB_LIT(b, "\"");
+            const unsigned char *n = names;
+            int first = 1;
+            for (unsigned i = 0; i < nnames; i++) {
+                size_t len = n[0] | (size_t)n[1] << 8;
+                if (kind == JK_ENUM ? i == x : (x >> i & 1)) {
+                    if (!first)
+                        JB_LIT(b, ",");
+                    first = 0;
+                    JB_PUT(b, n + 2, len);
+                }
+                n += 2 + len;
+            }
+            JB_LIT(b, "\"");
             break;
         }
         default:

@@ -8,10 +8,10 @@ text that is not valid Unicode (bytes invalid in their charset decode to lone su
 
 :func:`write_json_lines` prints the same bytes faster: ``binrelay._speedups.json_rows`` (C,
 built when a compiler is there) writes the lines of a whole rows event straight from its
-images for the common column types (integers, YEAR, FLOAT and DOUBLE, DECIMAL, DATE,
-DATETIME, TIMESTAMP and TIME (MySQL 5.6+ forms), text in UTF-8 or in an ASCII-compatible
-single-byte charset, binary strings), following a plan made once per row decoder
-(:func:`json_plan`: per column of the image, how to read it and its key as JSON).
+images for the common column types (integers, YEAR, FLOAT and DOUBLE, DECIMAL, BIT, ENUM,
+SET, DATE, DATETIME, TIMESTAMP and TIME (MySQL 5.6+ forms), text in UTF-8 or in an
+ASCII-compatible single-byte charset, binary strings), following a plan made once per row
+decoder (:func:`json_plan`: per column of the image, how to read it and its key as JSON).
 Everything else goes through :func:`json_line`, event by event: other column types,
 PARTIAL_UPDATE_ROWS events, text that is not valid in its charset or not ASCII in a
 single-byte one, a value that runs past the image (whose error the Python path raises), and a
@@ -77,7 +77,8 @@ def json_lines(files: list[Path], *, verify_checksums: bool = True) -> Iterator[
 
 # Column kinds and flags, as _speedups.c's json_rows reads them.
 _K_INT, _K_YEAR, _K_FLOAT, _K_DOUBLE, _K_UTF8, _K_ASCII, _K_HEX = range(1, 8)
-_K_DATE, _K_DATETIME2, _K_TIMESTAMP2, _K_TIME2, _K_DECIMAL = range(8, 13)
+_K_DATE, _K_DATETIME2, _K_TIMESTAMP2, _K_TIME2, _K_DECIMAL, _K_ENUM, _K_SET, _K_BITS = range(
+    8, 16)
 #: Temporal types with a fraction: (kind, flags, bytes of the fraction, fsp).
 _FRACTIONAL = {t.MYSQL_TYPE_DATETIME2: _K_DATETIME2, t.MYSQL_TYPE_TIMESTAMP2: _K_TIMESTAMP2,
                t.MYSQL_TYPE_TIME2: _K_TIME2}
@@ -139,6 +140,18 @@ def _column_item(col: Column) -> tuple[int, int, int, int] | None:
                 and col.length <= 0xFF):
             return None
         return _K_DECIMAL, 0, col.length, col.precision << 8 | col.scale
+    if typ == t.MYSQL_TYPE_BIT:
+        return (_K_BITS, 0, col.length, 0) if 1 <= col.length <= 8 else None
+    if typ == t.MYSQL_TYPE_ENUM:
+        if col.length not in (1, 2):
+            return None
+        return (_K_INT, _F_UNSIGNED, col.length, 0) if col.enum_values is None else (
+            _K_ENUM, 0, col.length, 0)
+    if typ == t.MYSQL_TYPE_SET:
+        if not 1 <= col.length <= 8:
+            return None
+        return (_K_INT, _F_UNSIGNED, col.length, 0) if col.set_values is None else (
+            _K_SET, 0, col.length, 0)
     if typ == t.MYSQL_TYPE_INT24:
         return _K_INT, _F_UNSIGNED if col.unsigned else 0, 3, 0
     if typ == t.MYSQL_TYPE_YEAR:
@@ -162,6 +175,20 @@ def _json_bytes(value: str) -> bytes | None:
         return None
 
 
+def _names(col: Column) -> bytes | None:
+    """An ENUM's or SET's names for json_rows: a count, then each as JSON text without its
+    quotes behind its length (an ENUM's index 0 is the empty string of an invalid value)."""
+    names = ("", *col.enum_values) if col.enum_values is not None else col.set_values
+    assert names is not None
+    parts = [struct.pack("<H", len(names))]
+    for name in names:
+        text = _json_bytes(name)
+        if text is None or len(text) - 2 > 0xFFFF or len(names) > 0xFFFF:
+            return None
+        parts.append(struct.pack("<H", len(text) - 2) + text[1:-1])
+    return b"".join(parts)
+
+
 def json_plan(table: TableMap, present: int) -> bytes | None:
     """json_rows's plan for an image of the columns in ``present`` (bit i = column i), or
     None when it cannot print one of them."""
@@ -176,6 +203,11 @@ def json_plan(table: TableMap, present: int) -> bytes | None:
             return None
         key += b": "
         parts.append(_ITEM.pack(*item, len(key)) + key)
+        if item[0] in (_K_ENUM, _K_SET):
+            names = _names(col)
+            if names is None:
+                return None
+            parts.append(names)
     return b"".join(parts)
 
 
