@@ -19,7 +19,6 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -365,19 +364,39 @@ static int put_json_text(jbuf *b, const unsigned char *s, size_t n, int utf8)
     return 0;
 }
 
-static int put_int(jbuf *b, long long v)
+/* v in decimal, zero-padded to at least width digits (printf's %0*llu); returns the end. */
+static char *digits(char *o, uint64_t v, int width)
 {
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%lld", v);
-    JB_PUT(b, tmp, (size_t)n);
-    return 0;
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n < width)
+        tmp[n++] = '0';
+    while (n)
+        *o++ = tmp[--n];
+    return o;
 }
 
 static int put_uint(jbuf *b, unsigned long long v)
 {
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%llu", v);
-    JB_PUT(b, tmp, (size_t)n);
+    if (jb_reserve(b, 24))
+        return -1;
+    b->len = (size_t)(digits(b->p + b->len, v, 1) - b->p);
+    return 0;
+}
+
+static int put_int(jbuf *b, long long v)
+{
+    if (v >= 0)
+        return put_uint(b, (unsigned long long)v);
+    if (jb_reserve(b, 24))
+        return -1;
+    char *o = b->p + b->len;
+    *o++ = '-';
+    b->len = (size_t)(digits(o, 0 - (unsigned long long)v, 1) - b->p);
     return 0;
 }
 
@@ -433,8 +452,8 @@ static int put_fraction(jbuf *b, int64_t micro, int fsp)
     if (!fsp)
         return 0;
     char tmp[32];
-    int n = snprintf(tmp + 1, sizeof tmp - 1, "%06lld", (long long)micro);
     tmp[0] = '.';
+    int n = (int)(digits(tmp + 1, (uint64_t)micro, 6) - (tmp + 1));
     JB_PUT(b, tmp, (size_t)(fsp < n ? fsp : n) + 1);
     return 0;
 }
@@ -443,11 +462,23 @@ static int put_fraction(jbuf *b, int64_t micro, int fsp)
 static int put_datetime(jbuf *b, int64_t y, int64_t mo, int64_t d, int64_t h, int64_t mi,
                         int64_t s, int64_t micro, int fsp)
 {
-    char tmp[96];
-    int n = snprintf(tmp, sizeof tmp, "\"%04lld-%02lld-%02lld %02lld:%02lld:%02lld",
-                     (long long)y, (long long)mo, (long long)d, (long long)h, (long long)mi,
-                     (long long)s);
-    JB_PUT(b, tmp, (size_t)n);
+    /* every field >= 0 */
+    if (jb_reserve(b, 6 * 24))
+        return -1;
+    char *o = b->p + b->len;
+    *o++ = '"';
+    o = digits(o, (uint64_t)y, 4);
+    *o++ = '-';
+    o = digits(o, (uint64_t)mo, 2);
+    *o++ = '-';
+    o = digits(o, (uint64_t)d, 2);
+    *o++ = ' ';
+    o = digits(o, (uint64_t)h, 2);
+    *o++ = ':';
+    o = digits(o, (uint64_t)mi, 2);
+    *o++ = ':';
+    o = digits(o, (uint64_t)s, 2);
+    b->len = (size_t)(o - b->p);
     if (put_fraction(b, micro, fsp))
         return -1;
     JB_LIT(b, "\"");
@@ -475,10 +506,17 @@ static int put_temporal(jbuf *b, int kind, const unsigned char *v, int frac_len,
     switch (kind) {
     case JK_DATE: {
         uint64_t x = le_uint(v, 3);
-        char tmp[48];
-        int n = snprintf(tmp, sizeof tmp, "\"%04lld-%02lld-%02lld\"", (long long)(x >> 9),
-                         (long long)(x >> 5 & 15), (long long)(x & 31));
-        JB_PUT(b, tmp, (size_t)n);
+        if (jb_reserve(b, 3 * 24))
+            return -1;
+        char *o = b->p + b->len;
+        *o++ = '"';
+        o = digits(o, x >> 9, 4);
+        *o++ = '-';
+        o = digits(o, x >> 5 & 15, 2);
+        *o++ = '-';
+        o = digits(o, x & 31, 2);
+        *o++ = '"';
+        b->len = (size_t)(o - b->p);
         return 0;
     }
     case JK_DATETIME2: {
@@ -514,14 +552,21 @@ static int put_temporal(jbuf *b, int kind, const unsigned char *v, int frac_len,
         micro = frac_len ? (value & (((int64_t)1 << bits) - 1)) * frac_scale[frac_len] : 0;
         int64_t secs = (hms >> 12 & 0x3FF) * 3600 + (hms >> 6 & 63) * 60 + (hms & 63);
         int64_t total = sign * (secs * 1000000 + micro);
-        const char *minus = total < 0 ? "-" : "";
-        if (total < 0)
+        if (jb_reserve(b, 4 * 24))
+            return -1;
+        char *o = b->p + b->len;
+        *o++ = '"';
+        if (total < 0) {
+            *o++ = '-';
             total = -total;
+        }
         int64_t s = total / 1000000, rest = s % 3600;
-        char tmp[64];
-        int len = snprintf(tmp, sizeof tmp, "\"%s%02lld:%02lld:%02lld", minus,
-                           (long long)(s / 3600), (long long)(rest / 60), (long long)(rest % 60));
-        JB_PUT(b, tmp, (size_t)len);
+        o = digits(o, (uint64_t)(s / 3600), 2);
+        *o++ = ':';
+        o = digits(o, (uint64_t)(rest / 60), 2);
+        *o++ = ':';
+        o = digits(o, (uint64_t)(rest % 60), 2);
+        b->len = (size_t)(o - b->p);
         if (put_fraction(b, total % 1000000, fsp))
             return -1;
         JB_LIT(b, "\"");
@@ -557,7 +602,6 @@ static int put_decimal(jbuf *b, const unsigned char *v, int precision, int scale
     raw[0] &= 0x7F;
     /* the groups in storage order: (bytes, digits) */
     int intg = precision - scale, pos = 0, started = 0;
-    char tmp[24];
     if (jb_reserve(b, (size_t)precision + 8))
         return -1;
     char *o = b->p + b->len;
@@ -566,20 +610,16 @@ static int put_decimal(jbuf *b, const unsigned char *v, int precision, int scale
         *o++ = '-';
     int ngroups = (intg % 9 ? 1 : 0) + intg / 9;
     for (int g = 0; g < ngroups; g++) {
-        int digits = (g == 0 && intg % 9) ? intg % 9 : 9;
-        int nbytes = dig2bytes[digits];
+        int ndigits = (g == 0 && intg % 9) ? intg % 9 : 9;
+        int nbytes = dig2bytes[ndigits];
         uint32_t x = (uint32_t)be_uint(raw + pos, nbytes);
         pos += nbytes;
-        if (x >= pow10[digits])
+        if (x >= pow10[ndigits])
             return JSON_SLOW;
         if (started) {
-            snprintf(tmp, sizeof tmp, "%09u", x);
-            memcpy(o, tmp, 9);
-            o += 9;
+            o = digits(o, x, 9);
         } else if (x) {
-            int n = snprintf(tmp, sizeof tmp, "%u", x);
-            memcpy(o, tmp, (size_t)n);
-            o += n;
+            o = digits(o, x, 1);
             started = 1;
         }
     }
@@ -588,15 +628,13 @@ static int put_decimal(jbuf *b, const unsigned char *v, int precision, int scale
     if (scale) {
         *o++ = '.';
         for (int left = scale; left > 0; left -= 9) {
-            int digits = left >= 9 ? 9 : left;
-            int nbytes = dig2bytes[digits];
+            int ndigits = left >= 9 ? 9 : left;
+            int nbytes = dig2bytes[ndigits];
             uint32_t x = (uint32_t)be_uint(raw + pos, nbytes);
             pos += nbytes;
-            if (x >= pow10[digits])
+            if (x >= pow10[ndigits])
                 return JSON_SLOW;
-            snprintf(tmp, sizeof tmp, "%0*u", digits, x);
-            memcpy(o, tmp, (size_t)digits);
-            o += digits;
+            o = digits(o, x, ndigits);
         }
     }
     *o++ = '"';
