@@ -387,6 +387,18 @@ def speedups_importable() -> bool:
     return hotloop.take_run_c is not None
 
 
+def pmr_version() -> str:
+    """python-mysql-replication's version (the anchor of decode_throughput and
+    dump_throughput), or BenchError when it is not installed."""
+    try:
+        from importlib.metadata import version
+
+        return version("mysql-replication")
+    except Exception as exc:
+        raise BenchError("python-mysql-replication is not installed: run"
+                         " .venv/bin/pip install -e '.[bench]'") from exc
+
+
 def loadavg() -> str:
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 

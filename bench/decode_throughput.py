@@ -52,6 +52,7 @@ from bench.common import (
     make_workdir,
     md_table,
     median,
+    pmr_version,
     settled_master_status,
     update_section,
     vm_hwm_kib,
@@ -395,13 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.ours_rounds < 1:
         parser.error("--rounds and --ours-rounds must be at least 1")
 
-    try:
-        from importlib.metadata import version
-
-        anchor_version = version("mysql-replication")
-    except Exception as exc:
-        raise BenchError("python-mysql-replication is not installed: run"
-                         " .venv/bin/pip install -e '.[bench]'") from exc
+    anchor_version = pmr_version()
 
     workdir = make_workdir(SECTION)
     log(f"work dir {workdir}")

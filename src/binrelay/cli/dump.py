@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +15,10 @@ from binrelay.binlog import constants as c
 from binrelay.binlog import events as ev
 from binrelay.cli.failing import reports_errors
 from binrelay.relay.chain import relay_dir_files
-from binrelay.rows.reader import Located, decode_files, iter_changes
+from binrelay.rows.jsondump import write_json_lines
+from binrelay.rows.reader import Located, decode_files
 from binrelay.rows.tablemap import TableMap
-from binrelay.rows.text import image_json, sql_literal
+from binrelay.rows.text import sql_literal
 
 
 def input_files(target: Path | str) -> list[Path]:
@@ -42,34 +42,13 @@ def dump(target: Path, as_json: bool, no_verify_checksums: bool) -> None:
     verify = not no_verify_checksums
     out = sys.stdout
     if as_json:
-        for line in json_lines(files, verify_checksums=verify):
-            out.write(line + "\n")
+        # UTF-8 bytes in large writes, straight to the binary stream under sys.stdout.
+        out.flush()
+        write_json_lines(files, out.buffer, verify_checksums=verify)
     else:
         for line in text_lines(decode_files(files, verify_checksums=verify)):
             out.write(line + "\n")
     out.flush()
-
-
-# --- --json -------------------------------------------------------------------------------
-
-
-def json_lines(files: list[Path], *, verify_checksums: bool = True) -> Iterator[str]:
-    for change in iter_changes(files, verify_checksums=verify_checksums):
-        where = change.where
-        assert where is not None
-        cols = change.table.columns
-        obj = {
-            "file": where.file, "pos": where.pos, "end_pos": where.end_pos, "gtid": where.gtid,
-            "schema": change.table.schema, "table": change.table.table, "op": change.op,
-            "before": image_json(cols, change.before), "after": image_json(cols, change.after),
-        }
-        try:
-            text = json.dumps(obj, ensure_ascii=False)
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            # Bytes invalid in their charset decode to lone surrogates; escape them.
-            text = json.dumps(obj, ensure_ascii=True)
-        yield text
 
 
 # --- text ---------------------------------------------------------------------------------

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from binrelay.binlog import constants as c
 from binrelay.binlog.framing import CHUNK, EventFramer, feed_from, iter_events
 from binrelay.errors import BinlogFormatError
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.events import Event, RowChange
-from binrelay.rows.scanner import ChangeScanner
+from binrelay.rows.scanner import ChangeScanner, RowsRun
 
 
 def iter_file_events(path: Path | str, *, start: int = 4,
@@ -71,15 +71,28 @@ def decode_files(files: list[Path], *, verify_checksums: bool = True) -> Iterato
 def iter_file_changes(path: Path | str, *, verify_checksums: bool = True,
                       chunk: int = CHUNK) -> Iterator[RowChange]:
     """Every row change of one binlog file, located (file, offsets, GTID): the fast path."""
+    return _scan_file(path, verify_checksums, chunk, by_event=False)
+
+
+def iter_file_rows_runs(path: Path | str, *, verify_checksums: bool = True,
+                        chunk: int = CHUNK) -> Iterator[RowsRun]:
+    """The rows events of one binlog file as :meth:`ChangeScanner.scan_events` gives them
+    (the images undecoded, for the caller to decode)."""
+    return _scan_file(path, verify_checksums, chunk, by_event=True)
+
+
+def _scan_file(path: Path | str, verify_checksums: bool, chunk: int, *,
+               by_event: bool) -> Iterator[Any]:
     path = Path(path)
     scanner = ChangeScanner(verify_checksums=verify_checksums, path=str(path))
+    scan = scanner.scan_events if by_event else scanner.scan
     with _open(path) as f:
         _check_magic(f, path)
         # The scanner walks the buffer itself (CRC32 checked), the framer only holds it.
         framer = EventFramer(4, path=str(path))
         for fr in feed_from(f, framer, None, chunk=chunk):
             buf, pos, base = fr.run()
-            yield from scanner.scan(buf, pos, len(buf), file_offset=base)
+            yield from scan(buf, pos, len(buf), file_offset=base)
             fr.consume(scanner.stopped_at)
 
 
