@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import zlib
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from binlog_builder import BinlogBuilder
 from binrelay.cli.main import main
 from captures import MYSQL_CAPTURES
+from relay_helpers import binrelay_cmd
 
 ZONGJI = MYSQL_CAPTURES / "zongji" / "binlog-mysql84-fullmeta.events.bin"
 
@@ -40,6 +44,24 @@ def test_json_one_object_per_row_change() -> None:
     assert rows[1]["before"]["vc"] == "héllo wörld" and rows[1]["after"]["vc"] == "updated"
     assert "txt" not in rows[1]["before"]  # not in the image: left out, not null
     assert rows[3]["after"]["vc"] is None
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
+def test_a_reader_that_goes_away_stops_the_dump_quietly(tmp_path: Path, as_json: bool) -> None:
+    b = BinlogBuilder()
+    b.gtid_list([])
+    for i in range(2000):  # megabytes of output: far more than a pipe holds
+        b.trx(list(range(20 * i, 20 * i + 20)))
+    path = tmp_path / "mysql-bin.000001"
+    path.write_bytes(b.bytes())
+    proc = subprocess.Popen(binrelay_cmd("dump", *(["--json"] if as_json else []), str(path)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # `| head -1`
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141
+    assert err == b""
 
 
 def test_text_dump_lists_events_and_rows() -> None:

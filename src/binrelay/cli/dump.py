@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,14 +43,20 @@ def dump(target: Path, as_json: bool, no_verify_checksums: bool) -> None:
     files = input_files(target)
     verify = not no_verify_checksums
     out = sys.stdout
-    if as_json:
-        # UTF-8 bytes in large writes, straight to the binary stream under sys.stdout.
+    try:
+        if as_json:
+            # UTF-8 bytes in large writes, straight to the binary stream under sys.stdout.
+            out.flush()
+            write_json_lines(files, out.buffer, verify_checksums=verify)
+        else:
+            for line in text_lines(decode_files(files, verify_checksums=verify)):
+                out.write(line + "\n")
         out.flush()
-        write_json_lines(files, out.buffer, verify_checksums=verify)
-    else:
-        for line in text_lines(decode_files(files, verify_checksums=verify)):
-            out.write(line + "\n")
-    out.flush()
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, with SIGPIPE's status as cat
+        # would; stdout goes to /dev/null so that the interpreter's last flush is quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(128 + signal.SIGPIPE) from None
 
 
 # --- text ---------------------------------------------------------------------------------
