@@ -103,6 +103,14 @@ def make_workdir(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"binrelay-bench-{name}-", dir="/tmp"))
 
 
+def drop_workdir(workdir: Path, keep: bool) -> None:
+    """At a benchmark's end: remove its work dir, or say where it was kept (``--keep``)."""
+    if keep:
+        log(f"kept {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def fresh_dir(path: Path) -> Path:
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)

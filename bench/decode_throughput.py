@@ -25,11 +25,9 @@ Writes its section of BENCHMARKS.md (unless ``--no-report``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -45,6 +43,7 @@ from bench.common import (
     MIB,
     REPO_ROOT,
     BenchError,
+    drop_workdir,
     facts_table,
     loadavg,
     log,
@@ -444,11 +443,7 @@ def main(argv: list[str] | None = None) -> int:
             log("BENCHMARKS.md updated")
     finally:
         server.cleanup()
-        if args.keep:
-            log(f"kept {workdir}")
-        else:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(workdir)
+        drop_workdir(workdir, args.keep)
     return 0
 
 

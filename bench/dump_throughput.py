@@ -30,7 +30,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -45,6 +44,7 @@ from bench.common import (
     REPO_ROOT,
     BenchError,
     binrelay_cmd,
+    drop_workdir,
     facts_table,
     loadavg,
     log,
@@ -423,11 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             log("BENCHMARKS.md updated")
     finally:
         server.cleanup(keep_files=args.keep)
-        if args.keep:
-            log(f"kept {workdir}")
-        else:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(workdir)
+        drop_workdir(workdir, args.keep)
     return 0
 
 

@@ -22,7 +22,6 @@ import argparse
 import hashlib
 import multiprocessing
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -34,6 +33,7 @@ from typing import Any
 from bench.common import (
     BenchError,
     binrelay_cmd,
+    drop_workdir,
     facts_table,
     log,
     machine_facts,
@@ -283,10 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             relay.kill()
             relay.wait()
         server.cleanup()
-        if args.keep:
-            log(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        drop_workdir(workdir, args.keep)
     return 0
 
 

@@ -31,6 +31,7 @@ from bench.common import (
     MIB,
     BenchError,
     anchor_cmd,
+    drop_workdir,
     facts_table,
     fresh_dir,
     loadavg,
@@ -238,10 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             log("BENCHMARKS.md updated")
     finally:
         server.cleanup()
-        if args.keep:
-            log(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        drop_workdir(workdir, args.keep)
     return 0
 
 

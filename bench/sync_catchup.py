@@ -61,6 +61,7 @@ from bench.common import (
     REPO_ROOT,
     BenchError,
     binrelay_cmd,
+    drop_workdir,
     facts_table,
     loadavg,
     log,
@@ -915,11 +916,7 @@ def main(argv: list[str] | None = None) -> int:
         if cluster is not None:
             cluster.stop()
         upstream.cleanup()
-        if args.keep:
-            log(f"kept {workdir}")
-        else:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(workdir)
+        drop_workdir(workdir, args.keep)
     return 0
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -48,6 +47,7 @@ from bench.common import (
     BenchError,
     binrelay_cmd,
     caught_up,
+    drop_workdir,
     facts_table,
     loadavg,
     log,
@@ -645,11 +645,7 @@ def main(argv: list[str] | None = None) -> int:
                 stop_process(proc, name, path, timeout=30)
         for server in (replica, downstream, upstream):
             server.cleanup()
-        if args.keep:
-            log(f"kept {workdir}")
-        else:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(workdir)
+        drop_workdir(workdir, args.keep)
     return 0
 
 
