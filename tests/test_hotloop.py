@@ -8,7 +8,9 @@ import struct
 import pytest
 
 from binrelay.binlog import constants as c
+from binrelay.binlog.txn import AFTER_GTID, IDLE, IN_TRX
 from binrelay.relay import hotloop
+from binrelay.relay.progress import Progress, TxnRun
 from binrelay.testing.sandbox import run_sysbench
 
 
@@ -119,3 +121,99 @@ def test_large_events_take_the_zlib_path() -> None:
     for impl in filter(None, (hotloop.take_run_python, hotloop.take_run_c)):
         _pos, off, count, bad, _ = _run(impl, bytes(broken), 0, 1000, True)
         assert (count, bad) == (3, True) and off == offset - 70000
+
+
+# --- MariaDB transactions taken whole: GTID and XID events too ---------------------------------
+
+
+def _txn_run(impl, data: bytes, pos: int, offset: int, check: bool, state: int,
+             pending, maria: dict) -> tuple:
+    txn = TxnRun(state, pending, dict(maria))
+    out = bytearray(b"prefix")
+    result = impl(data, pos, offset, check, hotloop.BORING, out, txn)
+    return (*result[:3], bool(result[3]), bytes(out), txn.state, txn.pending, txn.maria,
+            txn.boundary, txn.last_ts)
+
+
+def test_c_takes_transactions_as_python_does(real_events: list[bytes]) -> None:
+    assert hotloop.take_run_c is not None, "binrelay._speedups was not built"
+    data = _packets(real_events[1:])
+    start = 4 + len(real_events[0])
+    # Whole: every transaction of the sysbench stream is taken, one run per DDL between.
+    pos, offset, state, pending, maria = 0, start, IDLE, None, {0: (9, 0)}
+    while pos < len(data):
+        a = _txn_run(hotloop.take_run_python, data, pos, offset, True, state, pending, maria)
+        b = _txn_run(hotloop.take_run_c, data, pos, offset, True, state, pending, maria)
+        assert a == b
+        new_pos, offset, _count, bad, _out, state, pending, maria, _boundary, _ts = a
+        assert not bad
+        if new_pos == pos:  # what the writer decides about (FDE, GTID_LIST, DDL ...)
+            length = int.from_bytes(data[pos : pos + 3], "little")
+            event = data[pos + 5 : pos + 4 + length]
+            offset = struct.unpack_from("<I", event, 13)[0]
+            new_pos = pos + 4 + length
+            state, pending = IDLE, None
+        pos = new_pos
+    # The set ends at the stream's last GTID, as Progress.feed would have it.
+    progress = Progress(flavor="mariadb")
+    for event in real_events:
+        progress.feed(event, struct.unpack_from("<I", event, 13)[0], 4)
+    assert maria == {**{0: (9, 0)}, **progress._maria}
+    # Cut anywhere, misaligned, corrupted, in any state: both stop alike and leave the same.
+    rng = random.Random(5)
+    for _ in range(300):
+        cut = rng.randrange(len(data))
+        broken = bytearray(data[:cut])
+        if broken and rng.random() < 0.5:
+            broken[rng.randrange(len(broken))] ^= 1 << rng.randrange(8)
+        off = start + rng.choice([0, 0, 1, -1])
+        state = rng.choice([IDLE, IN_TRX, AFTER_GTID])
+        pending = rng.choice([None, (0, 1, 7), (3, 2, 10**12)])
+        maria = rng.choice([{}, {0: (1, 10**9)}, {3: (5, 5)}])
+        for check in (True, False):
+            assert _txn_run(hotloop.take_run_python, bytes(broken), 0, off, check, state,
+                            pending, maria) == \
+                _txn_run(hotloop.take_run_c, bytes(broken), 0, off, check, state, pending,
+                         maria)
+
+
+def _gtid_event(seq: int, domain: int, flags: int, offset: int, server_id: int = 1) -> bytes:
+    import zlib
+
+    body = struct.pack("<QIB", seq, domain, flags) + bytes(6)
+    size = 19 + len(body) + 4
+    raw = struct.pack("<IBIIIH", 100 + seq, c.GTID_EVENT, server_id, size, offset + size, 0)
+    raw += body
+    return raw + struct.pack("<I", zlib.crc32(raw))
+
+
+def _xid_event(xid: int, offset: int) -> bytes:
+    import zlib
+
+    size = 19 + 8 + 4
+    raw = struct.pack("<IBIIIH", 200 + xid, c.XID_EVENT, 1, size, offset + size, 0)
+    raw += struct.pack("<Q", xid)
+    return raw + struct.pack("<I", zlib.crc32(raw))
+
+
+def test_transactions_taken_and_where_they_stop() -> None:
+    for impl in filter(None, (hotloop.take_run_python, hotloop.take_run_c)):
+        # Two transactions of two domains; the second's seq_no is below what the set has:
+        # the set keeps the higher (as Progress does).
+        events, off = [], 1000
+        for ev in (lambda o: _gtid_event(5, 0, 0, o, 7), lambda o: _xid_event(1, o),
+                   lambda o: _gtid_event(3, 2, 0, o, 8), lambda o: _xid_event(2, o),
+                   lambda o: _gtid_event(6, 0, 0, o, 7)):
+            events.append(ev(off))
+            off += len(events[-1])
+        got = _txn_run(impl, _packets(events), 0, 1000, True, IDLE, None, {2: (1, 9)})
+        pos, end, count, bad, _out, state, pending, maria, boundary, ts = got
+        assert (pos, end, count, bad) == (len(_packets(events)), off, 5, False)
+        assert (state, pending, maria) == (IN_TRX, (0, 7, 6), {0: (7, 5), 2: (1, 9)})
+        assert boundary == off - len(events[-1]) and ts == 106
+        # A standalone GTID (a DDL's) stops the run before it: its Query needs a decision.
+        standalone = _packets([_gtid_event(9, 0, c.FL_STANDALONE, 1000)])
+        assert _txn_run(impl, standalone, 0, 1000, True, IDLE, None, {})[:3] == (0, 1000, 0)
+        # Without a txn state the GTID and XID stop the run, as they always did.
+        out = bytearray()
+        assert impl(_packets(events), 0, 1000, True, hotloop.BORING, out)[2] == 0

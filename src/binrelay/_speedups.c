@@ -99,22 +99,92 @@ static inline uint32_t le32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* take_run(data, pos, offset, check_crc, boring, out) -> (pos, offset, count, bad_crc) */
+/* The MariaDB transaction state take_run updates when given one (progress.TxnRun). */
+typedef struct {
+    long state;
+    int has_pending;
+    long long p_domain, p_server, p_seq;
+} txn_state;
+
+enum { TXN_IDLE = 0, TXN_AFTER_GTID = 1, TXN_IN_TRX = 2 }; /* binlog/txn.py's states */
+#define GTID_EVENT 162
+#define XID_EVENT 16
+#define FL_STANDALONE 1
+
+/* progress.merge_maria: the highest seq_no of each domain stays. */
+static int merge_maria(PyObject *maria, long long domain, long long server, long long seq)
+{
+    PyObject *key = PyLong_FromLongLong(domain);
+    if (key == NULL)
+        return -1;
+    PyObject *old = PyDict_GetItemWithError(maria, key); /* borrowed */
+    if (old == NULL && PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    if (old != NULL) {
+        if (!PyTuple_Check(old) || PyTuple_GET_SIZE(old) != 2) {
+            Py_DECREF(key);
+            PyErr_SetString(PyExc_TypeError, "maria: values must be (server_id, seq_no)");
+            return -1;
+        }
+        long long old_seq = PyLong_AsLongLong(PyTuple_GET_ITEM(old, 1));
+        if (old_seq == -1 && PyErr_Occurred()) {
+            Py_DECREF(key);
+            return -1;
+        }
+        if (seq < old_seq) {
+            Py_DECREF(key);
+            return 0;
+        }
+    }
+    PyObject *value = Py_BuildValue("(LL)", server, seq);
+    int rc = value == NULL ? -1 : PyDict_SetItem(maria, key, value);
+    Py_XDECREF(value);
+    Py_DECREF(key);
+    return rc;
+}
+
+/* take_run(data, pos, offset, check_crc, boring, out[, txn]) -> (pos, offset, count, bad_crc);
+ * with txn (a progress.TxnRun), MariaDB GTID and XID events too (relay/hotloop.py). */
 static PyObject *take_run(PyObject *self, PyObject *args)
 {
     Py_buffer data, boring;
     Py_ssize_t pos;
     long long offset;
     int check_crc;
-    PyObject *out;
-    if (!PyArg_ParseTuple(args, "y*nLpy*O!", &data, &pos, &offset, &check_crc, &boring,
-                          &PyByteArray_Type, &out))
+    PyObject *out, *txn = Py_None, *maria = NULL, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*nLpy*O!|O", &data, &pos, &offset, &check_crc, &boring,
+                          &PyByteArray_Type, &out, &txn))
         return NULL;
     if (boring.len < 256) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&boring);
         PyErr_SetString(PyExc_ValueError, "boring must have 256 entries");
-        return NULL;
+        goto done;
+    }
+    txn_state st = {0, 0, 0, 0, 0};
+    int with_txn = txn != Py_None;
+    if (with_txn) {
+        PyObject *state = PyObject_GetAttrString(txn, "state");
+        PyObject *pending = state ? PyObject_GetAttrString(txn, "pending") : NULL;
+        maria = pending ? PyObject_GetAttrString(txn, "maria") : NULL;
+        if (maria != NULL && !PyDict_Check(maria))
+            PyErr_SetString(PyExc_TypeError, "txn.maria must be a dict");
+        if (state != NULL && !PyErr_Occurred())
+            st.state = PyLong_AsLong(state);
+        if (pending != NULL && pending != Py_None && !PyErr_Occurred()) {
+            if (!PyTuple_Check(pending) || PyTuple_GET_SIZE(pending) != 3) {
+                PyErr_SetString(PyExc_TypeError, "txn.pending must be None or a MariaDB GTID");
+            } else {
+                st.has_pending = 1;
+                st.p_domain = PyLong_AsLongLong(PyTuple_GET_ITEM(pending, 0));
+                st.p_server = PyLong_AsLongLong(PyTuple_GET_ITEM(pending, 1));
+                st.p_seq = PyLong_AsLongLong(PyTuple_GET_ITEM(pending, 2));
+            }
+        }
+        Py_XDECREF(state);
+        Py_XDECREF(pending);
+        if (PyErr_Occurred())
+            goto done;
     }
     const unsigned char *buf = data.buf;
     const unsigned char *flags = boring.buf;
@@ -132,17 +202,23 @@ static PyObject *take_run(PyObject *self, PyObject *args)
         uint8_t type = ev[4];
         uint32_t size = le32(ev + 9), log_pos = le32(ev + 13);
         uint16_t eflags = (uint16_t)(ev[17] | ev[18] << 8);
-        if (!flags[type] || (eflags & 0x20) || size != length - 1 ||
-            (long long)log_pos - (long long)size != off)
+        if ((eflags & 0x20) || size != length - 1 || (long long)log_pos - (long long)size != off)
             break;
+        if (!flags[type]) {
+            if (!with_txn)
+                break;
+            if (type == GTID_EVENT) {
+                if (size < 19 + 13 || (ev[19 + 12] & FL_STANDALONE))
+                    break;
+            } else if (type != XID_EVENT) {
+                break;
+            }
+        }
         if (check_crc) {
             int error = 0;
             if (size < 23 || !event_crc_ok(ev, size, &error)) {
-                if (error) {
-                    PyBuffer_Release(&data);
-                    PyBuffer_Release(&boring);
-                    return NULL;
-                }
+                if (error)
+                    goto done;
                 bad_crc = 1;
                 break;
             }
@@ -152,25 +228,67 @@ static PyObject *take_run(PyObject *self, PyObject *args)
         count++;
         pos = end;
     }
+    long long boundary = 0, last_ts = -1;
     if (total) {
         Py_ssize_t old = PyByteArray_GET_SIZE(out);
-        if (PyByteArray_Resize(out, old + total) < 0) {
-            PyBuffer_Release(&data);
-            PyBuffer_Release(&boring);
-            return NULL;
-        }
+        if (PyByteArray_Resize(out, old + total) < 0)
+            goto done;
         char *dst = PyByteArray_AS_STRING(out) + old;
         Py_ssize_t p = start_pos;
         while (p < pos) {
             uint32_t length = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16;
-            memcpy(dst, buf + p + 5, length - 1);
+            const unsigned char *ev = buf + p + 5;
+            memcpy(dst, ev, length - 1);
             dst += length - 1;
             p += 4 + (Py_ssize_t)length;
+            if (!with_txn)
+                continue;
+            uint8_t type = ev[4];
+            if (type == GTID_EVENT && !flags[type]) {
+                st.has_pending = 1;
+                st.p_domain = le32(ev + 19 + 8);
+                st.p_server = le32(ev + 5);
+                st.p_seq = (long long)((uint64_t)le32(ev + 19) | (uint64_t)le32(ev + 23) << 32);
+                st.state = TXN_IN_TRX;
+                last_ts = le32(ev);
+            } else if (type == XID_EVENT && !flags[type]) {
+                if (st.has_pending &&
+                    merge_maria(maria, st.p_domain, st.p_server, st.p_seq) < 0)
+                    goto done;
+                st.has_pending = 0;
+                st.state = TXN_IDLE;
+                boundary = le32(ev + 13);
+                last_ts = le32(ev);
+            } else if (st.state == TXN_AFTER_GTID) {
+                st.state = TXN_IN_TRX;
+            }
         }
     }
+    if (with_txn) {
+        PyObject *state = PyLong_FromLong(st.state);
+        PyObject *pending = st.has_pending
+            ? Py_BuildValue("(LLL)", st.p_domain, st.p_server, st.p_seq)
+            : Py_NewRef(Py_None);
+        PyObject *bound = PyLong_FromLongLong(boundary);
+        PyObject *ts = last_ts < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(last_ts);
+        int bad = state == NULL || pending == NULL || bound == NULL || ts == NULL ||
+                  PyObject_SetAttrString(txn, "state", state) < 0 ||
+                  PyObject_SetAttrString(txn, "pending", pending) < 0 ||
+                  (boundary && PyObject_SetAttrString(txn, "boundary", bound) < 0) ||
+                  (last_ts >= 0 && PyObject_SetAttrString(txn, "last_ts", ts) < 0);
+        Py_XDECREF(state);
+        Py_XDECREF(pending);
+        Py_XDECREF(bound);
+        Py_XDECREF(ts);
+        if (bad)
+            goto done;
+    }
+    result = Py_BuildValue("nLni", pos, off, count, bad_crc);
+done:
+    Py_XDECREF(maria);
     PyBuffer_Release(&data);
     PyBuffer_Release(&boring);
-    return Py_BuildValue("nLni", pos, off, count, bad_crc);
+    return result;
 }
 
 /* walk_events(buf, pos, end, crc, keep) -> (events, stopped_at, status): see

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from binrelay.binlog import constants as c
 
-_IDLE, _AFTER_GTID, _IN_TRX, _STANDALONE = range(4)
+#: A tracker's states (``TxnTracker.state``): outside a group, after a MySQL GTID event,
+#: inside a transaction, inside a MariaDB standalone group (one statement).
+IDLE, AFTER_GTID, IN_TRX, STANDALONE = range(4)
+_IDLE, _AFTER_GTID, _IN_TRX, _STANDALONE = IDLE, AFTER_GTID, IN_TRX, STANDALONE
 
 # Not "XA END": an XA transaction's "XA END" Query is followed by its XA_PREPARE event (or by
 # "XA COMMIT ... ONE PHASE"), which is what ends the group.
@@ -67,6 +70,15 @@ class TxnTracker:
     def awaiting_body(self) -> bool:
         """After a MySQL GTID event, before the group's first event: BEGIN or a DDL may follow."""
         return self._state == _AFTER_GTID
+
+    @property
+    def state(self) -> int:
+        return self._state
+
+    @state.setter
+    def state(self, value: int) -> None:
+        # What the relay's hot loop leaves after taking events for this tracker.
+        self._state = value
 
     def reset(self) -> None:
         self._state = _IDLE

@@ -9,6 +9,8 @@ the relay's hot path) and turned into text only when asked.  Pure: no I/O.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import MARIA_GTID
 from binrelay.binlog.parse import (
@@ -20,6 +22,30 @@ from binrelay.binlog.parse import (
 from binrelay.binlog.txn import TxnTracker, needs_query_prefix
 from binrelay.errors import BinlogFormatError
 from binrelay.gtid import GtidSet, MariaGtidSet, MysqlGtidSet, parse_gtid_set
+
+
+@dataclass(slots=True)
+class TxnRun:
+    """A MariaDB stream's transaction state, lent to the relay's hot loop
+    (``hotloop.take_run``) so that it takes GTID and XID events too, with the effect
+    :meth:`Progress.feed` would have: the tracker's ``state`` and the ``pending`` GTID
+    (domain, server_id, seq_no) in and out; committed GTIDs merged into ``maria`` in place;
+    out, the end of the last transaction taken (``boundary``, 0: none) and the header
+    timestamp of the last GTID or XID event taken (None: none)."""
+
+    state: int
+    pending: tuple[int, int, int] | None
+    maria: dict[int, tuple[int, int]]
+    boundary: int = 0
+    last_ts: int | None = None
+
+
+def merge_maria(maria: dict[int, tuple[int, int]], domain: int, server: int, seq: int) -> None:
+    """A committed MariaDB GTID into ``maria`` (domain -> (server_id, seq_no) of its last):
+    the highest seq_no of each domain stays (the C hot loop does the same)."""
+    old = maria.get(domain)
+    if old is None or seq >= old[1]:
+        maria[domain] = (server, seq)
 
 
 class Progress:
@@ -53,9 +79,7 @@ class Progress:
         self._text = None
 
     def _merge_maria(self, domain: int, server: int, seq: int) -> None:
-        old = self._maria.get(domain)
-        if old is None or seq >= old[1]:
-            self._maria[domain] = (server, seq)
+        merge_maria(self._maria, domain, server, seq)
 
     def gtid_text(self) -> str:
         if self._text is None:
@@ -87,6 +111,24 @@ class Progress:
     @property
     def awaiting_body(self) -> bool:
         return self._tracker.awaiting_body
+
+    def run_state(self) -> TxnRun | None:
+        """What the hot loop needs to take this stream's GTID and XID events itself (None
+        for a MySQL stream: its transactions go through :meth:`feed`)."""
+        if self.flavor != "mariadb":
+            return None
+        return TxnRun(self._tracker.state, self._pending, self._maria)
+
+    def after_run(self, run: TxnRun) -> bool:
+        """Take back what the hot loop did with ``run`` (``_maria`` it merged into already);
+        True when a transaction ended in it."""
+        self._tracker.state = run.state
+        self._pending = run.pending
+        if not run.boundary:
+            return False
+        self.boundary_pos = run.boundary
+        self._text = None
+        return True
 
     def new_file(self, position: int = 4) -> None:
         """A transaction never spans files: a new file starts at a boundary."""

@@ -258,16 +258,30 @@ class RelayWriter:
         """
         n = len(data)
         pending = self._pending
+        progress = self.progress
         while True:
-            if self._fd is not None and not self.progress.awaiting_body:
+            if self._fd is not None and not progress.awaiting_body:
                 before = self.offset
-                pos, self.offset, count, bad_crc = take_run(
-                    data, pos, before, self._checksum_alg == c.BINLOG_CHECKSUM_ALG_CRC32,
-                    BORING, pending)
+                crc = self._checksum_alg == c.BINLOG_CHECKSUM_ALG_CRC32
+                txn = progress.run_state()
+                if txn is None:
+                    pos, self.offset, count, bad_crc = take_run(data, pos, before, crc, BORING,
+                                                                pending)
+                else:
+                    pos, self.offset, count, bad_crc = take_run(data, pos, before, crc, BORING,
+                                                                pending, txn)
                 if count:
                     self.events_written += count
                     self.bytes_written += self.offset - before
                     self._unsynced = True
+                    # What _take does per event, once per run: the run's transaction ends
+                    # count, and the last one is made durable when a sync is due.
+                    if txn is not None:
+                        if txn.last_ts is not None:
+                            self.last_event_ts = txn.last_ts
+                        if progress.after_run(txn) and \
+                                time.monotonic() - self._last_sync >= self.sync_interval:
+                            self.sync()
                 if bad_crc:
                     raise ChecksumMismatchError(
                         f"CRC32 mismatch in an event from the upstream for {self.file_name}",
