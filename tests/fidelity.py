@@ -124,6 +124,9 @@ def user_tables(server: Any) -> list[tuple[str, str]]:
     return [(s, t) for s, t in rows]
 
 
+_WIDE = frozenset({"ucs2", "utf16", "utf16le", "utf32"})
+
+
 def snapshot(server: Any) -> dict[str, tuple[Any, list[tuple[Any, ...]]]]:
     """Every user table: CHECKSUM TABLE and its rows, sorted (invisible and system-versioning
     columns included, history rows too)."""
@@ -133,10 +136,12 @@ def snapshot(server: Any) -> dict[str, tuple[Any, list[tuple[Any, ...]]]]:
             name = f"`{schema}`.`{table}`"
             cur.execute(f"CHECKSUM TABLE {name}")
             checksum = cur.fetchone()[1]
-            cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE"
-                        " TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+            cur.execute("SELECT COLUMN_NAME, CHARACTER_SET_NAME FROM information_schema.COLUMNS"
+                        " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
                         (schema, table))
-            cols = ", ".join(f"`{c}`" for (c,) in cur.fetchall())
+            # UTF-16/32 columns may hold units that do not convert to the client's UTF-8.
+            cols = ", ".join(f"HEX(`{c}`)" if charset in _WIDE else f"`{c}`"
+                             for c, charset in cur.fetchall())
             history = ""
             cur.execute("SELECT TABLE_TYPE FROM information_schema.TABLES WHERE"
                         " TABLE_SCHEMA = %s AND TABLE_NAME = %s", (schema, table))

@@ -226,6 +226,34 @@ def test_values_stored_under_a_lenient_mode(env: Env, spark) -> None:
     converge(env, spark, STORED_AS_IS)
 
 
+# ucs2 takes any code unit, lone surrogates too, and utf32 takes U+D800: values that no
+# Unicode text holds (the row decoder keeps their bytes).
+WIDE_UNITS = [
+    SCHEMA,
+    (1, "SET SESSION sql_mode = ''"),
+    (1, "CREATE TABLE app.w (id INT PRIMARY KEY, u VARCHAR(4) CHARACTER SET ucs2,"
+        " c CHAR(3) CHARACTER SET ucs2, x VARCHAR(4) CHARACTER SET utf32)"),
+    (1, "CREATE TABLE app.wn (u VARCHAR(4) CHARACTER SET ucs2, x VARCHAR(4) CHARACTER SET utf32)"),
+    (1, "CREATE TABLE app.wk (k VARCHAR(4) CHARACTER SET ucs2 PRIMARY KEY, v INT)"),
+    (1, "INSERT INTO app.w VALUES (1, X'D800', X'DC000041', X'0000D800'), (2, 'ok', 'ok', 'ok')"),
+    (1, "INSERT INTO app.wn VALUES (X'D800', X'0000DFFF'), ('ok', 'ok'), (X'DFFF', 'b')"),
+    (1, "INSERT INTO app.wk VALUES (X'D800', 1), ('a', 2), (X'DBFF', 3)"),
+    (1, "UPDATE app.w SET u = X'DBFF0042', c = X'D8000020' WHERE id = 2"),
+    (1, "UPDATE app.wn SET x = 'z' WHERE u = X'D800'"),
+    (1, "DELETE FROM app.wn WHERE u = 'ok'"),
+    (1, "UPDATE app.wk SET v = 10 WHERE k = X'D800'"),
+    (1, "DELETE FROM app.wk WHERE k = X'DBFF'"),
+]
+
+
+def test_code_units_no_text_holds(env: Env, spark) -> None:
+    converge(env, spark, WIDE_UNITS)
+    assert env.upstream.execute("SELECT HEX(u), HEX(x) FROM app.w WHERE id = 1") == \
+        (("D800", "0000D800"),)
+    assert env.downstream.execute("SELECT HEX(k), v FROM app.wk ORDER BY k") == \
+        (("0061", 2), ("D800", 10))
+
+
 XA = [
     SCHEMA,
     "CREATE TABLE app.x (id INT PRIMARY KEY, v INT)",

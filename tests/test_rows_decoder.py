@@ -185,3 +185,36 @@ def test_temporal_encodings() -> None:
     value = temporal.datetime2_from_bytes((v + 0x8000000000).to_bytes(5, "big"), 0)
     assert isinstance(value, temporal.MysqlDateTime) and str(value) == "2023-00-15 01:02:03"
     assert temporal.timestamp2_from_bytes(b"\0\0\0\0", 0) == temporal.ZERO_DATETIME
+
+
+# --- UTF-16 and UTF-32 values no text holds ------------------------------------------------
+
+
+def test_wide_charsets_keep_the_bytes_of_units_that_do_not_decode() -> None:
+    from binrelay.rows import coltypes as t
+    from binrelay.rows.compiler import row_decoder
+    from binrelay.rows.tablemap import Column, TableMap
+
+    def col(i: int, typ: int, collation: int) -> Column:
+        return Column(index=i, type=typ, binlog_type=typ, meta=0, nullable=True, name=f"c{i}",
+                      collation=collation, length=40)
+
+    ucs2, utf32 = 35, 60
+    table = TableMap(9, "app", "w", (col(0, t.MYSQL_TYPE_VARCHAR, ucs2),
+                                     col(1, t.MYSQL_TYPE_STRING, ucs2),
+                                     col(2, t.MYSQL_TYPE_VARCHAR, utf32)))
+    decode = row_decoder(table, 0b111)
+
+    def image(*values: bytes) -> bytes:
+        return b"\x00" + b"".join(bytes([len(v)]) + v for v in values)
+
+    # Valid: text, CHAR's trailing spaces dropped.
+    row, _ = decode(image("é".encode("utf-16-be"), "ab  ".encode("utf-16-be"),
+                          "x".encode("utf-32-be")), 0, 1000)
+    assert row == ("é", "ab", "x")
+    # A lone surrogate in ucs2 (CHAR's encoded trailing spaces dropped all the same), U+D800
+    # and a cut unit in utf32: their bytes.
+    row, _ = decode(image(b"\xd8\x00", b"\xdc\x00\x00A\x00 \x00 ", b"\x00\x00\xd8\x00"), 0, 1000)
+    assert row == (b"\xd8\x00", b"\xdc\x00\x00A", b"\x00\x00\xd8\x00")
+    row, _ = decode(image(b"\x00A\x00", b"\x00 \xd8", b"\x00\x00\x00"), 0, 1000)
+    assert row == (b"\x00A\x00", b"\x00 \xd8", b"\x00\x00\x00")

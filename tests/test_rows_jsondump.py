@@ -213,6 +213,10 @@ KINDS: list[tuple[Callable[[int], Column], Callable[[st.DrawFn], bytes]]] = [
      lambda d: _prefixed(1, d(st.text(st.characters(max_codepoint=0xFFFF,
                                                      exclude_categories=["Cs"]),
                                        max_size=10)).encode("utf-16-be"))),
+    # UCS2 VARCHAR and CHAR as any bytes: lone surrogates and cut units stay bytes.
+    *[(partial(_col, typ=typ, collation=UCS2, length=50),
+       lambda d: _prefixed(1, d(st.binary(max_size=12))))
+      for typ in (t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_STRING)],
 ]
 
 

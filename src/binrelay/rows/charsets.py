@@ -4,6 +4,10 @@ A character column's bytes are in the column's own character set; decoding them 
 else (the connection's charset, utf-8 everywhere) is the classic charset bug.  Every decoder
 here is lossless: bytes the charset cannot map come back as lone surrogates (U+DC80..U+DCFF,
 Python's ``surrogateescape``), so ``text.encode(codec, "surrogateescape")`` restores them.
+The UTF-16 and UTF-32 sets are the exception (:func:`wide_text`): a code unit that does not
+decode cannot be escaped byte by byte, and MariaDB stores such units (a ``ucs2`` column
+takes a lone surrogate, a ``utf32`` one U+D800), so such a value stays ``bytes``, which a
+server stores back unchanged into a column of that charset.
 Character sets without a decoder (only ``binary``) and unknown collation ids keep ``bytes``.
 """
 
@@ -120,6 +124,20 @@ def decoder_for(charset: str | None) -> Decoder | None:
 
 def _decode_with(codec: str, data: bytes) -> str:
     return data.decode(codec, "surrogateescape")
+
+
+#: The codecs of the UTF-16 and UTF-32 character sets (see :func:`wide_text`).
+WIDE_CODECS = frozenset({"utf-16-be", "utf-16-le", "utf-32-be"})
+
+
+def wide_text(codec: str, data: bytes) -> str | bytes:
+    """A UTF-16 or UTF-32 value as text, or its bytes when they are not valid in ``codec``
+    (a lone surrogate, a unit past U+10FFFF, a cut unit): no error handler can keep those
+    losslessly in a ``str`` that travels as UTF-8."""
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError:
+        return bytes(data)
 
 
 def python_codec(charset: str | None) -> str | None:

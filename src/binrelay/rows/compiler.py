@@ -30,7 +30,7 @@ from typing import Any
 from binrelay.binlog.bytes import LenencError, read_lenenc
 from binrelay.rows import coltypes as t
 from binrelay.rows import mysqljson, temporal
-from binrelay.rows.charsets import python_codec, single_byte_table
+from binrelay.rows.charsets import WIDE_CODECS, python_codec, single_byte_table, wide_text
 from binrelay.rows.decimal import decode_decimal
 from binrelay.rows.tablemap import Column, TableMap
 
@@ -223,6 +223,9 @@ def _spec_set(col: Column, ctx: _Ctx) -> Fixed:
 def _text_expr(col: Column, ctx: _Ctx, x: str) -> str:
     """Expression turning the bytes expression ``x`` into the column's value."""
     codec = python_codec(col.charset)
+    if codec in WIDE_CODECS:
+        fn = ctx.const(_WIDE_TEXT[codec], "wide")
+        return f"{fn}({x})"
     if codec is not None:
         return f"{x}.decode({codec!r}, 'surrogateescape')"
     table = single_byte_table(col.charset)
@@ -233,6 +236,26 @@ def _text_expr(col: Column, ctx: _Ctx, x: str) -> str:
         fn = ctx.const(fn, "sb")
         return f"{fn}({x})"
     return x  # binary, or no charset logged: keep the bytes
+
+
+_WIDE_TEXT = {codec: partial(wide_text, codec) for codec in WIDE_CODECS}
+
+
+def _wide_char(codec: str, data: bytes) -> str | bytes:
+    """A CHAR value in UTF-16/UTF-32: its trailing spaces dropped, as text or bytes."""
+    value = wide_text(codec, data)
+    if isinstance(value, str):
+        return value.rstrip(" ")
+    space = " ".encode(codec)
+    if len(value) % len(space):
+        return value  # a cut unit: where the padding starts is anyone's guess
+    end = len(value)
+    while end >= len(space) and value[end - len(space):end] == space:
+        end -= len(space)
+    return value[:end]
+
+
+_WIDE_CHAR = {codec: partial(_wide_char, codec) for codec in WIDE_CODECS}
 
 
 def _single_byte(table: str, data: bytes) -> str:
@@ -278,6 +301,10 @@ def _spec_char(col: Column, ctx: _Ctx) -> Var:
         return _prefixed(width, lambda x: x)
     # CHAR: trailing spaces are not part of the value (the server strips them on read; a NO
     # PAD collation may log them).
+    codec = python_codec(col.charset)
+    if codec in WIDE_CODECS:
+        fn = ctx.const(_WIDE_CHAR[codec], "wide")
+        return _prefixed(width, lambda x: f"{fn}({x})")
     return _prefixed(width, lambda x: _text_expr(col, ctx, x) + ".rstrip(' ')")
 
 
