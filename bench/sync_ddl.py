@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import (
+    MIB,
     REPO_ROOT,
     BenchError,
     binrelay_cmd,
@@ -160,13 +161,13 @@ def run_replica(workdir: Path, upstream: MariaDBServer, start: tuple[str, int],
 
 
 def run_sync(workdir: Path, upstream: MariaDBServer, relay_dir: Path, start: Position,
-             want: dict, server_id: int) -> Run:
+             want: dict, server_id: int, **sync_keys: object) -> Run:
     downstream = downstream_server(workdir, f"sync-{server_id}", server_id, "default")
     log_path = workdir / f"sync-{server_id}.log"
     try:
         init_sync_checkpoint(downstream, start)
         config = sync_config(workdir / f"sync-{server_id}.toml", upstream, relay_dir,
-                             downstream)
+                             downstream, **sync_keys)
         with log_path.open("wb") as out:
             t0 = time.perf_counter()
             proc = subprocess.run(binrelay_cmd("sync", "--config", str(config),
@@ -194,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows-every", type=int, default=0,
                         help="an INSERT after every K-th DDL (default 0: none)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument("--driver-batch-mib", type=float, default=None,
+                        help="[sync] driver-batch-bytes in MiB (default: the sync's default)")
     parser.add_argument("--no-report", action="store_true",
                         help="print the section but leave BENCHMARKS.md alone")
     args = parser.parse_args(argv)
@@ -220,10 +223,14 @@ def main(argv: list[str] | None = None) -> int:
         verify_relay(upstream, relay_dir)
         position = Position(read_index(relay_dir)[-1], start[0], start[1])
         ids = iter(range(2, 100))
+        sync_keys: dict[str, object] = {}
+        if args.driver_batch_mib is not None:
+            sync_keys["driver-batch-bytes"] = int(args.driver_batch_mib * MIB)
         runs: list[Run] = []
         for _round in range(args.rounds):
             runs.append(run_replica(workdir, upstream, start, end, want, next(ids)))
-            runs.append(run_sync(workdir, upstream, relay_dir, position, want, next(ids)))
+            runs.append(run_sync(workdir, upstream, relay_dir, position, want, next(ids),
+                                 **sync_keys))
         body = report(args, facts, ddl_count, len(todo) - ddl_count, ddl_seconds, runs)
         print(body)
         if not args.no_report:
@@ -251,11 +258,13 @@ def report(args: argparse.Namespace, facts: dict[str, str], ddl: int, inserts: i
              " / ".join(f"{s:.2f}" for s in applied), f"{ddl / median(applied):.0f}"]]
     batches = sorted({r.batches for r in runs if r.side == "binrelay"})
     between = " with rows between" if args.rows_every else ""
+    option = (f" --driver-batch-mib {args.driver_batch_mib:g}"
+              if args.driver_batch_mib is not None else "")
     return f"""\
 ## A DDL-rich range{between}: `binrelay sync` vs. the DDL themselves
 
 `python -m bench.sync_ddl --ddl {args.ddl} --rows-every {args.rows_every} --rounds \
-{args.rounds}` · goal (issue 14): the range applies in about the time of the DDL themselves.
+{args.rounds}{option}` · goal (issue 14): the range applies in about the time of the DDL themselves.
 Ratio binrelay (its own apply loop) / the DDL themselves: **{median(applied) / ddl_seconds:.2f}**;
 whole command / native replica: **{median(sync) / median(replica):.2f}**.
 

@@ -24,6 +24,7 @@ from binrelay.apply import (
     partition_of,
     plan_batch,
 )
+from binrelay.apply.catalog import keeps_rules
 from binrelay.apply.plan import (
     FOLDED_KEYS,
     NO_KEY,
@@ -328,6 +329,26 @@ def test_change_statements() -> None:
 ])
 def test_ddl_kinds(statement: str, kind: str) -> None:
     assert ddl_kind(statement).name == kind
+
+
+@pytest.mark.parametrize(("statement", "kept"), [
+    # Nothing the write rules track comes into being: no new read of the catalog.
+    ("TRUNCATE t", True), ("create unique index i on t (a)", True), ("DROP INDEX i ON t", True),
+    ("CREATE VIEW v AS SELECT 1", True), ("DROP VIEW v", True), ("CREATE DATABASE d", True),
+    # Only taken away: the old rules are stricter, never looser.
+    ("DROP TABLE a, b", True), ("DROP DATABASE d", True),
+    # Tables, columns (generated ones), foreign keys, periods, sequences, triggers, names.
+    ("CREATE TABLE t (a int, b int AS (a) STORED)", False),
+    ("CREATE TABLE c (p int REFERENCES t (a))", False),
+    ("CREATE OR REPLACE TABLE t (a int)", False),
+    ("ALTER TABLE t ADD FOREIGN KEY (a) REFERENCES p (a)", False),
+    ("ALTER TABLE t ADD SYSTEM VERSIONING", False), ("RENAME TABLE a TO b", False),
+    ("CREATE SEQUENCE s", False), ("DROP SEQUENCE s", False),
+    ("CREATE TRIGGER g BEFORE INSERT ON t FOR EACH ROW SET @a = 1", False),
+    ("DROP TRIGGER g", False), ("GRANT ALL ON *.* TO x", False),
+])
+def test_which_ddl_keeps_the_write_rules(statement: str, kept: bool) -> None:
+    assert keeps_rules(statement) is kept
 
 
 def test_rename_targets() -> None:

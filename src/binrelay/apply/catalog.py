@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from binrelay.apply.changes import TableRef
+from binrelay.apply.sql import ddl_kind
 from binrelay.errors import UnfaithfulApplyError
 
-__all__ = ["SYSTEM_SCHEMAS", "TableRules", "Trigger", "read_rules"]
+__all__ = ["SYSTEM_SCHEMAS", "TableRules", "Trigger", "keeps_rules", "read_rules"]
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
@@ -146,6 +147,20 @@ def read_rules(conn: Any, *, exclude_schemas: Iterable[str] = ()) -> TableRules:
 
 
 _PERIOD_ENDS = frozenset({"ROW START", "ROW END"})
+
+#: DDL kinds (``apply.sql.ddl_kind``) that add nothing :class:`TableRules` tracks: no
+#: table, column, foreign key, trigger, period or sequence comes into being (TRUNCATE, an
+#: index, a view, an empty database), or they only take some away (DROP TABLE / DATABASE),
+#: after which the old rules are stricter than needed, never looser: a table still listed
+#: as linked by a foreign key is replayed in order, which is right for any table.
+_RULES_KEPT = frozenset({"truncate", "create index", "drop index", "create view", "drop view",
+                         "create database", "drop table", "drop database"})
+
+
+def keeps_rules(statement: str) -> bool:
+    """Whether rules read before ``statement`` (a DDL) stay safe to write with after it,
+    so the catalog need not be read again."""
+    return ddl_kind(statement).name in _RULES_KEPT
 
 
 def fk_groups(links: Iterable[tuple[TableRef, TableRef]]) -> dict[TableRef, TableRef]:

@@ -53,7 +53,7 @@ class SyncConfig:
     binlog_gtid: str = ""
     reconnect_deadline: float = 600.0
     driver_apply: bool = True
-    driver_batch_bytes: int = 0
+    driver_batch_bytes: int = 64 * 1024
 
 
 @dataclass(frozen=True)

@@ -206,11 +206,11 @@ SCHEMA: dict[str, dict[str, Field]] = {
             "`partition-bytes`, as one Spark task would, and so it does with any batch of at "
             "most `driver-batch-bytes`; false: every batch of rows goes to Spark."),
         "driver-batch-bytes": Field(
-            Int(0), 0,
+            Int(0), 64 * 1024,
             "With `driver-apply`, a batch of rows up to this many relay bytes is applied by "
-            "the driver even when Spark is up (a streaming sync's batches, rows between DDL),"
-            " saving a Spark job's fixed cost (tens of ms). 0: only while Spark starts.",
-            unit="bytes", default_doc="0"),
+            "the driver even when Spark is up (the rows between DDL, a quiet stream's "
+            "batches), saving a Spark job's fixed cost (tens of ms). 0: only while Spark "
+            "starts.", unit="bytes", default_doc="65536"),
     },
     "metrics": {
         "relay-addr": Field(

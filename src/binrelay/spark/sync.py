@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from binrelay.apply.catalog import TableRules, read_rules
+from binrelay.apply.catalog import TableRules, keeps_rules, read_rules
 from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
     Checkpoint,
@@ -480,8 +480,6 @@ class SyncPipeline:
                     rows_by_op = self._dml(segments, batch_id)
                 spark_seconds = time.monotonic() - applying
             finish_batch(conn, self.name, batch_id, self.store)
-            # Only a DDL changes what the catalog says.
-            self.rules_stale = self.rules_stale or self.stats.ddl > ddl_before
         self._applied_to(end)
         self.stats.batches += 1
         report = BatchReport(
@@ -550,6 +548,9 @@ class SyncPipeline:
         for action in actions:
             if isinstance(action, SessionStatement):
                 self.stats.ddl += action.ddl
+                # Only a DDL changes what the catalog says, and not every one.
+                if action.ddl and not keeps_rules(action.text):
+                    self.rules_stale = True
             else:
                 rows_by_op[action.op] = rows_by_op.get(action.op, 0) + 1
         replay_actions(conn, actions, triggers=self.triggers,
