@@ -227,6 +227,7 @@ class SyncPipeline:
                                            f"{sc.getConf().get('spark.driver.port')}"})
         with spark_failures():
             warm_up(sc)
+        log.info("spark ready", extra={"workers": int(sc.defaultParallelism)})
         return spark
 
     @property
