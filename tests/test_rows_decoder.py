@@ -52,6 +52,24 @@ def test_table_ids_mean_one_table_per_statement() -> None:
                    offset=1234)
 
 
+def test_decoders_share_parsed_table_maps_and_their_row_decoders() -> None:
+    # A Spark worker decodes every partition of every batch with a new decoder.
+    def decoded(flavor: str) -> RowsEvent:
+        dec = EventDecoder()
+        dec.decode(fde_event(flavor=flavor, checksum=True))
+        dec.decode(event(TABLE_MAP, table_map_body(5, table="shared"), log_pos=0,
+                         checksum=True))
+        ev = dec.decode(event(WRITE_ROWS_V1, write_rows_body(5, [7]), log_pos=0,
+                              checksum=True))
+        assert isinstance(ev, RowsEvent) and [c.after for c in ev.rows()] == [(7,)]
+        return ev
+
+    a, b = decoded("mariadb"), decoded("mariadb")
+    assert a.table is b.table and a.decode_first is b.decode_first
+    # Parsed under another format, the same bytes are parsed again.
+    assert decoded("mysql").table is not a.table
+
+
 def test_decoding_from_the_middle_of_a_file_with_a_known_fde() -> None:
     fde = parse_format_description(fde_event(flavor="mysql", checksum=True))
     dec = EventDecoder(fde=fde)

@@ -8,8 +8,9 @@ of each whole event, in order, is the caller's job (see :mod:`binrelay.rows.read
 Table maps: every statement's row events are preceded by TABLE_MAP events for the tables
 they touch, and a table id means that table only until the statement ends (ids are reused for
 other tables later).  So the first TABLE_MAP after a statement end (STMT_END_F) starts a fresh
-id -> table mapping.  Parsed table maps are cached by their bytes, which also keeps their
-compiled row decoders: a busy table's map is parsed and compiled once.
+id -> table mapping.  Parsed table maps are cached by their bytes, process-wide, which also
+keeps their compiled row decoders: a busy table's map is parsed and compiled once, not once
+per decoder (a Spark worker makes one per partition and batch).
 
 Any problem in the input — truncated or corrupt events, bad checksums, row events without a
 table map — raises :class:`~binrelay.errors.BinlogFormatError` with the offset (and path, if
@@ -18,6 +19,7 @@ given); no other exception escapes, whatever the bytes.
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -89,6 +91,18 @@ _DEFAULT_POST_HEADER = {
 }
 
 _TABLE_CACHE_SIZE = 1024
+#: Table maps parsed, by the format they were parsed under (the post-header length, which
+#: gives the table id's width; MariaDB or not), then by the event's body (which holds the
+#: table id): shared by every decoder of the process, with their compiled row decoders.
+#: A Spark worker reads each batch's partitions with new decoders; parsing the same maps
+#: and compiling their row decoders again each time cost milliseconds per table and batch.
+_TABLE_MAPS: dict[tuple[int, bool], dict[bytes, TableMap]] = {}
+_EVICTING = threading.Lock()
+
+
+def _table_maps(ctx: Context) -> dict[bytes, TableMap]:
+    post = ctx.post_header.get(c.TABLE_MAP_EVENT, 8)
+    return _TABLE_MAPS.setdefault((post, ctx.mariadb), {})
 _read_payload = BODY_PARSERS[c.TRANSACTION_PAYLOAD_EVENT]
 
 # Hot constructors (see _fast.py): every field positional, in declaration order.
@@ -112,7 +126,8 @@ class EventDecoder:
     ``path``: named in error messages.  ``fde``: the FORMAT_DESCRIPTION in force, for a
     decoder that starts after a file's first event (a Spark partition starting mid-file).
 
-    Not thread-safe: one decoder per ordered stream of events.
+    Not thread-safe: one decoder per ordered stream of events (decoders in different
+    threads may share parsed table maps).
     """
 
     def __init__(self, *, verify_checksums: bool = True, path: str | None = None,
@@ -122,7 +137,7 @@ class EventDecoder:
         self._ctx = Context(defaults=_DEFAULT_POST_HEADER)
         self._tables: dict[int, TableMap] = {}
         self._statement_ended = False
-        self._cache: dict[bytes, TableMap] = {}
+        self._cache = _table_maps(self._ctx)
         self._rows_layout: dict[int, tuple[Any, ...]] = {}
         # The binlog layer reads every body but these, which need table maps or this state.
         self._handlers: dict[int, Callable[[EventHeader, bytes, int], Any]] = {
@@ -224,6 +239,7 @@ class EventDecoder:
 
     def _use_fde(self, fde: FormatDescription) -> None:
         self._ctx.use(fde)
+        self._cache = _table_maps(self._ctx)
         self._rows_layout.clear()
         self._tables.clear()
 
@@ -250,7 +266,9 @@ class EventDecoder:
             except ValueError as exc:
                 raise Corrupt(str(exc)) from exc
             if len(self._cache) >= _TABLE_CACHE_SIZE:
-                self._cache.pop(next(iter(self._cache)))
+                with _EVICTING:  # other threads' decoders share it
+                    for old in list(self._cache)[:len(self._cache) - _TABLE_CACHE_SIZE + 1]:
+                        self._cache.pop(old, None)
             self._cache[key] = table
         if self._statement_ended:
             # A new statement: the previous statement's ids mean nothing any more.
