@@ -43,6 +43,8 @@ from binrelay.upstream.packets import MAX_PACKET as _MAX_PACKET
 log = logging.getLogger(__name__)
 
 _FLUSH_BYTES = 1 << 20
+#: Event types that open or close a MariaDB transaction (the hot loop's txn mode).
+_TXN_EDGES = frozenset({c.GTID_EVENT, c.XID_EVENT})
 _U32 = 1 << 32
 
 
@@ -263,7 +265,11 @@ class RelayWriter:
             if self._fd is not None and not progress.awaiting_body:
                 before = self.offset
                 crc = self._checksum_alg == c.BINLOG_CHECKSUM_ALG_CRC32
-                txn = progress.run_state()
+                # The transaction state goes along only when the run starts at a GTID or
+                # XID event (lending it costs more than a streamed packet's whole run); a
+                # run started so goes on through every transaction the buffer holds.
+                txn = progress.run_state() if n - pos > 9 and data[pos + 9] in _TXN_EDGES \
+                    else None
                 if txn is None:
                     pos, self.offset, count, bad_crc = take_run(data, pos, before, crc, BORING,
                                                                 pending)
