@@ -103,6 +103,8 @@ _EVICTING = threading.Lock()
 def _table_maps(ctx: Context) -> dict[bytes, TableMap]:
     post = ctx.post_header.get(c.TABLE_MAP_EVENT, 8)
     return _TABLE_MAPS.setdefault((post, ctx.mariadb), {})
+
+
 _read_payload = BODY_PARSERS[c.TRANSACTION_PAYLOAD_EVENT]
 
 # Hot constructors (see _fast.py): every field positional, in declaration order.
