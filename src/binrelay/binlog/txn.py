@@ -19,7 +19,6 @@ from binrelay.binlog import constants as c
 #: A tracker's states (``TxnTracker.state``): outside a group, after a MySQL GTID event,
 #: inside a transaction, inside a MariaDB standalone group (one statement).
 IDLE, AFTER_GTID, IN_TRX, STANDALONE = range(4)
-_IDLE, _AFTER_GTID, _IN_TRX, _STANDALONE = IDLE, AFTER_GTID, IN_TRX, STANDALONE
 
 # Not "XA END": an XA transaction's "XA END" Query is followed by its XA_PREPARE event (or by
 # "XA COMMIT ... ONE PHASE"), which is what ends the group.
@@ -57,70 +56,62 @@ class TxnTracker:
     event of a group and its end.
     """
 
-    __slots__ = ("_state",)
+    #: One of the states above (the relay's hot loop reads and sets it too).
+    __slots__ = ("state",)
 
     def __init__(self) -> None:
-        self._state = _IDLE
+        self.state = IDLE
 
     @property
     def in_transaction(self) -> bool:
-        return self._state != _IDLE
+        return self.state != IDLE
 
     @property
     def awaiting_body(self) -> bool:
         """After a MySQL GTID event, before the group's first event: BEGIN or a DDL may follow."""
-        return self._state == _AFTER_GTID
-
-    @property
-    def state(self) -> int:
-        return self._state
-
-    @state.setter
-    def state(self, value: int) -> None:
-        # What the relay's hot loop leaves after taking events for this tracker.
-        self._state = value
+        return self.state == AFTER_GTID
 
     def reset(self) -> None:
-        self._state = _IDLE
+        self.state = IDLE
 
     def feed(self, event_type: int, *, maria_flags: int = 0, query_prefix: bytes = b"") -> bool:
         """``maria_flags``: the MariaDB GTID event's flags; ``query_prefix``: a Query's start."""
-        state = self._state
+        state = self.state
         if event_type in IN_GROUP_TYPES:
-            if state == _AFTER_GTID:
-                self._state = _IN_TRX
+            if state == AFTER_GTID:
+                self.state = IN_TRX
             return False
         if event_type == c.XID_EVENT or event_type == c.XA_PREPARE_LOG_EVENT:
-            self._state = _IDLE
+            self.state = IDLE
             return True
         if event_type == c.GTID_EVENT:
-            self._state = _STANDALONE if maria_flags & c.FL_STANDALONE else _IN_TRX
+            self.state = STANDALONE if maria_flags & c.FL_STANDALONE else IN_TRX
             return False
         if event_type in (c.GTID_LOG_EVENT, c.ANONYMOUS_GTID_LOG_EVENT, c.GTID_TAGGED_LOG_EVENT):
-            self._state = _AFTER_GTID
+            self.state = AFTER_GTID
             return False
         if event_type in (c.QUERY_EVENT, c.QUERY_COMPRESSED_EVENT, c.EXECUTE_LOAD_QUERY_EVENT):
-            if state == _IN_TRX:
+            if state == IN_TRX:
                 if _is_end(query_prefix):
-                    self._state = _IDLE
+                    self.state = IDLE
                     return True
                 return False
             if _is_begin(query_prefix):
-                self._state = _IN_TRX
+                self.state = IN_TRX
                 return False
             # A DDL (after a GTID, standalone, or in a binlog without GTIDs) commits by itself.
-            self._state = _IDLE
+            self.state = IDLE
             return True
         if event_type == c.TRANSACTION_PAYLOAD_EVENT:
             # MySQL's compressed transaction holds a whole transaction, XID included.
-            self._state = _IDLE
+            self.state = IDLE
             return True
         if event_type in (c.FORMAT_DESCRIPTION_EVENT, c.ROTATE_EVENT, c.STOP_EVENT):
             # A group never spans files: whatever was open was cut off upstream.
-            self._state = _IDLE
+            self.state = IDLE
             return True
         # An unknown event inside a group belongs to it; outside, it stands alone.
-        return state == _IDLE
+        return state == IDLE
 
 
 def is_transaction_control(prefix: bytes) -> bool:

@@ -270,12 +270,8 @@ class RelayWriter:
                 # run started so goes on through every transaction the buffer holds.
                 txn = progress.run_state() if n - pos > 9 and data[pos + 9] in _TXN_EDGES \
                     else None
-                if txn is None:
-                    pos, self.offset, count, bad_crc = take_run(data, pos, before, crc, BORING,
-                                                                pending)
-                else:
-                    pos, self.offset, count, bad_crc = take_run(data, pos, before, crc, BORING,
-                                                                pending, txn)
+                pos, self.offset, count, bad_crc = take_run(data, pos, before, crc, BORING,
+                                                            pending, txn)
                 if count:
                     self.events_written += count
                     self.bytes_written += self.offset - before
