@@ -354,7 +354,8 @@ def wait_caught_up(upstream: MariaDBServer, downstream: MariaDBServer, sides: Si
 
 
 def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, all_watchers: dict[str, Watcher],
-              rate: int, arrangement: str, seconds: float, sides: Sides) -> Phase:
+              rate: int, arrangement: str, seconds: float, sides: Sides,
+              trace: Path | None = None) -> Phase:
     names = ARRANGEMENTS[arrangement]
     sides.run(names)
     wait_caught_up(upstream, downstream, sides, names)
@@ -425,6 +426,8 @@ def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, all_watchers: 
     lags = {name: [w.visible[s] - probe.commits[s] for s in range(first, last + 1)]
             for name, w in watchers.items()}
     epoch1 = time.time()
+    if trace is not None:
+        write_trace(trace, arrangement, rate, probe.commits, watchers, first, last)
     batches = [b for b in batch_lines(sync_log.read_text(errors="replace"))
                if epoch0 <= b.at <= epoch1] if "binrelay" in names else []
     for name, values in lags.items():
@@ -433,6 +436,21 @@ def run_phase(upstream: MariaDBServer, downstream: MariaDBServer, all_watchers: 
     cpu = {name: cpu1[name] - cpu0[name] for name in cpu1 if name in cpu0}
     return Phase(rate, arrangement, elapsed, transactions, lags, drain, batches,
                  1000 * sorted(probe.round_trips)[len(probe.round_trips) // 2], note, cpu)
+
+
+def write_trace(path: Path, arrangement: str, rate: int, commits: dict[int, float],
+                watchers: dict[str, Watcher], first: int, last: int) -> None:
+    """Appends one line per heartbeat: phase, counter, commit time and each side's
+    visibility time, in epoch seconds (the sync's log lines are in UTC epoch)."""
+    to_epoch = time.time() - time.perf_counter()
+    names = sorted(watchers)
+    with path.open("a") as out:
+        if out.tell() == 0:
+            out.write("\t".join(["phase", "seq", "committed", *names]) + "\n")
+        for seq in range(first, last + 1):
+            cells = [f"{arrangement}@{rate}", str(seq), f"{commits[seq] + to_epoch:.6f}",
+                     *(f"{watchers[n].visible[seq] + to_epoch:.6f}" for n in names)]
+            out.write("\t".join(cells) + "\n")
 
 
 # --------------------------------------------------------------------------- report
@@ -580,6 +598,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-idle-wait", action="store_true",
                         help="do not wait for running pytest sessions to end (trial runs)")
     parser.add_argument("--keep", action="store_true", help="keep the work dir")
+    parser.add_argument("--trace", type=Path, default=None,
+                        help="write each heartbeat's commit and visibility times (epoch"
+                             " seconds, per side) to this TSV, to line up with the sync's"
+                             " log")
     args = parser.parse_args(argv)
     sync_catchup.IDLE_WAIT = not args.no_idle_wait
 
@@ -632,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.1)
 
         phases = [run_phase(upstream, downstream, watchers, rate, arrangement, args.seconds,
-                            sides)
+                            sides, args.trace)
                   for rate in args.rates for arrangement in args.arrangements]
 
         sides.run(("binrelay", "replica"))

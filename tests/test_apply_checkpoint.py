@@ -20,6 +20,7 @@ from binrelay.apply import (
     Downstream,
     TableRef,
     TaskLedger,
+    apply_parts_with_checkpoint,
     apply_plan_part,
     apply_transaction,
     create_checkpoint_table,
@@ -154,6 +155,53 @@ def test_batch_lifecycle_and_crash(conn: Any, target: Downstream, server: MariaD
     with pytest.raises(CheckpointError, match="another sync of the same pipeline"):
         mark_in_flight(conn, "life", 2, P2, G2, STORE, start=P0)
     assert mark_in_flight(conn, "life", 2, P2, G2, STORE, start=P1).target == P2
+
+
+# ---- a driver's batch: data and checkpoint in one transaction ---------------------------------
+
+
+def test_driver_batch_moves_the_checkpoint_with_its_data(conn: Any, target: Downstream,
+                                                         server: MariaDBServer) -> None:
+    server.execute("CREATE DATABASE IF NOT EXISTS app")
+    server.execute("CREATE TABLE app.k (id INT PRIMARY KEY, v INT CHECK (v >= 0))")
+    server.execute("CREATE TABLE app.nokey (x INT, y INT)")
+    keyed, keyless = TableRef("app", "k"), TableRef("app", "nokey")
+    init_checkpoint(conn, "drv", P0, G0, STORE)
+    first = [Change(keyed, INSERT, ("id", "v"), (0,), None, (i, i), (1, i)) for i in range(3)]
+    first += [Change(keyless, INSERT, ("x", "y"), (), None, (7, 7), (1, 9)),
+              Change(keyless, INSERT, ("x", "y"), (), None, (7, 7), (1, 10))]
+    parts = plan_batch(first, ordered_tables={keyless}).parts(1)
+    assert len(parts) == 2  # the keyed part, and the keyless table in relay order
+    assert apply_parts_with_checkpoint(conn, parts, CheckpointUpdate("drv", P0, P1, G1, STORE, 1))
+    seen = _fresh_read(target, "drv")
+    assert (seen.consistent, seen.position, seen.gtid_set, seen.batch_id, seen.target) == (
+        True, P1, G1, 1, None)
+    # Run again (a sync that died before it learned of the commit): nothing doubled.
+    assert not apply_parts_with_checkpoint(conn, parts,
+                                           CheckpointUpdate("drv", P0, P1, G1, STORE, 1))
+    assert _rows(server, "SELECT x, y FROM app.nokey") == [(7, 7), (7, 7)]
+    assert _rows(server, "SELECT COUNT(*) FROM `br``ckpt`.checkpoint_task") == [(0,)]
+
+    # A row the downstream refuses: neither the batch's other rows nor the checkpoint move.
+    bad = [Change(keyed, INSERT, ("id", "v"), (0,), None, (5, 5), (2, 0)),
+           Change(keyed, INSERT, ("id", "v"), (0,), None, (6, -1), (2, 1)),
+           Change(keyless, INSERT, ("x", "y"), (), None, (8, 8), (2, 2))]
+    bad_parts = plan_batch(bad, ordered_tables={keyless}).parts(1)
+    with pytest.raises(DownstreamRowError, match=r"app\.k"):
+        apply_parts_with_checkpoint(conn, bad_parts, CheckpointUpdate("drv", P1, P2, G2, STORE, 2))
+    assert _rows(server, "SELECT id FROM app.k ORDER BY id") == [(0,), (1,), (2,)]
+    assert _rows(server, "SELECT COUNT(*) FROM app.nokey") == [(2,)]
+    assert _fresh_read(target, "drv").position == P1
+    # Not where the checkpoint stands, or not a newer batch: refused, nothing written.
+    with pytest.raises(CheckpointError, match="not at"):
+        apply_parts_with_checkpoint(conn, parts, CheckpointUpdate("drv", P0, P2, G2, STORE, 2))
+    with pytest.raises(CheckpointError, match="not after the last finished"):
+        apply_parts_with_checkpoint(conn, parts, CheckpointUpdate("drv", P1, P2, G2, STORE, 1))
+    # Nor while another batch is in flight.
+    mark_in_flight(conn, "drv", 2, P2, G2, STORE, start=P1)
+    with pytest.raises(CheckpointError, match="in flight"):
+        apply_parts_with_checkpoint(conn, parts, CheckpointUpdate("drv", P1, P2, G2, STORE, 3))
+    assert _rows(server, "SELECT COUNT(*) FROM app.nokey") == [(2,)]
 
 
 # ---- strict mode ------------------------------------------------------------------------------

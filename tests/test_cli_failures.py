@@ -121,7 +121,7 @@ def test_a_table_missing_downstream_is_one_line(env: Env, driver_apply: bool) ->
     if not driver_apply:
         assert "level=debug logger=binrelay.spark.jvm " in log
     else:
-        assert "apply_here" in failed[0], failed[0][-2000:]
+        assert "apply_with_checkpoint" in failed[0], failed[0][-2000:]
 
 
 def test_a_row_larger_than_the_downstreams_packet_is_one_line(mariadb_factory,

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+import binrelay.spark.sync as sync_module
 from binrelay.errors import DownstreamRowError, UnfaithfulApplyError
+from binrelay.spark.tasks import apply_with_checkpoint
 from fidelity import Env, assert_converged, make_env, sync_with_crashes
 
 VARIANTS = {
@@ -489,14 +491,23 @@ def test_sequences(env: Env, spark) -> None:
                                    SEQUENCES],
                          ids=["foreign-keys", "triggers", "generated", "unique-swaps",
                               "versioned", "sequences"])
-def test_the_drivers_own_apply(mariadb_factory, tmp_path: Path, spark, steps) -> None:
-    """Small batches applied by the driver with Spark up (``driver-batch-bytes``): the same
-    result as the executors'."""
+def test_the_drivers_own_apply(mariadb_factory, tmp_path: Path, spark, steps,
+                               monkeypatch) -> None:
+    """Small batches applied by the driver with Spark up (``driver-batch-bytes``), each in
+    one transaction with the checkpoint's move: the same result as the executors'."""
     env = make_env(mariadb_factory, tmp_path, sync={"driver-batch-bytes": 1 << 20})
+    atomic = []
+
+    def spied(*args, **kwargs):
+        atomic.append(args[3])
+        return apply_with_checkpoint(*args, **kwargs)
+
+    monkeypatch.setattr(sync_module, "apply_with_checkpoint", spied)
     jobs = set(spark.sparkContext.statusTracker().getJobIdsForGroup())
     converge(env, spark, steps)
     assert set(spark.sparkContext.statusTracker().getJobIdsForGroup()) == jobs, \
         "a Spark job ran: the driver was to apply every batch"
+    assert atomic, "no batch of rows was applied with its checkpoint"
 
 
 @pytest.mark.parametrize("steps", [FOREIGN_KEYS, STATEMENTS, XA, GENERATED, VERSIONED,

@@ -6,7 +6,8 @@ out. Spark-independent: Spark tasks call these functions (see ``docs/apply.md``)
 - :mod:`~binrelay.apply.sql` (pure): quoting and the statements sent;
 - :mod:`~binrelay.apply.checkpoint`: the checkpoint table and the batch protocol;
 - :mod:`~binrelay.apply.downstream`: ``Downstream``, pooled connections, the error map;
-- :mod:`~binrelay.apply.applier`: ``apply_plan_part``, ``apply_transaction``, statements
+- :mod:`~binrelay.apply.applier`: ``apply_plan_part``, ``apply_parts_with_checkpoint``,
+  ``apply_transaction``, statements
   run within packet limits;
 - :mod:`~binrelay.apply.ddl`: ``apply_ddl``;
 - :mod:`~binrelay.apply.ddl_journal`: whether a DDL ran before a crash (journal + catalog).
@@ -14,7 +15,7 @@ out. Spark-independent: Spark tasks call these functions (see ``docs/apply.md``)
 May import: binlog, rows, errors, failpoints, position, sqlclient.
 """
 
-from binrelay.apply.applier import apply_plan_part, apply_transaction
+from binrelay.apply.applier import apply_parts_with_checkpoint, apply_plan_part, apply_transaction
 from binrelay.apply.changes import ABSENT, DELETE, INSERT, UPDATE, Change, TableRef
 from binrelay.apply.checkpoint import (
     Checkpoint,
@@ -49,6 +50,7 @@ __all__ = [
     "TableRef",
     "TaskLedger",
     "apply_ddl",
+    "apply_parts_with_checkpoint",
     "apply_plan_part",
     "apply_transaction",
     "create_checkpoint_table",

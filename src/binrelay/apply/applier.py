@@ -236,28 +236,61 @@ def apply_plan_part(
         raise ApplyError("an ordered task needs a task ledger to run exactly once",
                          table=str(part.ordered.table),
                          hint="pass ledger=TaskLedger(pipeline, batch_id)")
-    if max_bytes is None:
-        max_bytes = statement_bytes(max_packet)
-    keyed = _keyed_statements(part.ops, max_rows, max_bytes)
-    ordered = [] if part.ordered is None else ordered_statements(
-        part.ordered.changes, fk=part.ordered.reason == FK_LINKED)
+    return _guarded(conn, [part], _runnable(part, max_rows, max_bytes, max_packet),
+                    lambda cur: ledger is None or _claim(cur, ledger, part.task_id),
+                    action=f"applying task {part.task_id}", retries=retries,
+                    max_packet=max_packet)
+
+
+def apply_parts_with_checkpoint(
+    conn: Any, parts: Sequence[PlanPart], update: CheckpointUpdate, *,
+    max_rows: int = MAX_STATEMENT_ROWS, retries: int = 5, max_packet: int | None = None,
+) -> bool:
+    """A whole batch (every part, ordered ones included) and its checkpoint move in one
+    downstream transaction: no ledger and no batch in flight, since nothing of it can be
+    half done.  The checkpoint must be at ``update.before``; at ``update.after`` the batch
+    was applied before and nothing is done (False)."""
+    return _guarded(conn, parts,
+                    [st for part in parts for st in _runnable(part, max_rows, None, max_packet)],
+                    lambda cur: advance_in_transaction(cur, update),
+                    action=f"applying the batch ending at {update.after}", retries=retries,
+                    max_packet=max_packet)
+
+
+def _guarded(conn: Any, parts: Sequence[PlanPart],
+             statements: list[tuple[Statement, Callable[[], list[Statement]] | None]],
+             guard: Callable[[Any], bool], *, action: str, retries: int,
+             max_packet: int | None) -> bool:
+    """``statements`` in one transaction, after ``guard(cursor)`` (a ledger claim, the
+    checkpoint's move) said they are to run; False (rolled back) when it said no."""
 
     def body(cur: Any) -> bool | None:
-        if ledger is not None and not _claim(cur, ledger, part.task_id):
+        if not guard(cur):
             return None
-        for st, singles in keyed:
+        for st, singles in statements:
             run_statement(cur, st, singles, action, max_packet)
-        for st in ordered:
-            run_statement(cur, st, None, action, max_packet)
         return True
 
-    action = f"applying task {part.task_id}"
     try:
         done = _transaction(conn, body, action=action, retries=retries)
     finally:
-        if part.ordered is not None and part.ordered.reason == FK_LINKED:
+        if any(p.ordered is not None and p.ordered.reason == FK_LINKED for p in parts):
             _restore_fk_checks(conn)
     return done is not None
+
+
+def _runnable(part: PlanPart, max_rows: int, max_bytes: int | None, max_packet: int | None
+              ) -> list[tuple[Statement, Callable[[], list[Statement]] | None]]:
+    """A part's statements in order, each with how to split it into single rows (keyed
+    statements) to find the row a failure is about."""
+    if max_bytes is None:
+        max_bytes = statement_bytes(max_packet)
+    out: list[tuple[Statement, Callable[[], list[Statement]] | None]] = list(
+        _keyed_statements(part.ops, max_rows, max_bytes))
+    if part.ordered is not None:
+        out += [(st, None) for st in ordered_statements(
+            part.ordered.changes, fk=part.ordered.reason == FK_LINKED)]
+    return out
 
 
 def _restore_fk_checks(conn: Any) -> None:

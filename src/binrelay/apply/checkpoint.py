@@ -99,14 +99,17 @@ class TaskLedger:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointUpdate:
-    """Strict mode: move ``pipeline`` from ``before`` to ``after`` (GTID set ``after_gtid_set``)
-    with the data."""
+    """Move ``pipeline`` from ``before`` to ``after`` (GTID set ``after_gtid_set``) with the
+    data, in one transaction: strict mode's upstream transactions, and the batches the
+    driver applies itself."""
 
     pipeline: str
     before: Position
     after: Position
     after_gtid_set: str
     store: CheckpointStore = DEFAULT_STORE
+    #: The batch id to record (a driver's batch); None keeps the row's.
+    batch_id: int | None = None
 
 
 def _ddl(store: CheckpointStore) -> tuple[str, ...]:
@@ -337,10 +340,11 @@ def finish_batch(
 
 
 def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
-    """Strict mode, inside the caller's open transaction: lock the checkpoint row and check
-    it. Returns False when it is already at ``update.after`` (this upstream transaction was
-    applied before: skip it); True when it is at ``update.before`` and has been moved to
-    ``update.after`` (commit it with the data). Anything else is a CheckpointError."""
+    """Inside the caller's open transaction (strict mode, a driver's batch): lock the
+    checkpoint row and check it. Returns False when it is already at ``update.after`` (this
+    upstream transaction or batch was applied before: skip it); True when it is at
+    ``update.before`` and has been moved to ``update.after`` (commit it with the data).
+    Anything else is a CheckpointError."""
     current, now = _locked_now(cur, update.pipeline, update.store)
     if not current.consistent:
         raise CheckpointError(
@@ -355,6 +359,11 @@ def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
             f"pipeline {update.pipeline!r} is at {current.position}, not at {update.before}"
             " where this transaction starts",
             hint="apply transactions in relay order from the checkpoint's position")
+    batch_id = current.batch_id if update.batch_id is None else update.batch_id
+    if update.batch_id is not None and batch_id <= current.batch_id:
+        raise CheckpointError(
+            f"pipeline {update.pipeline!r}: batch {batch_id} is not after the last finished"
+            f" batch {current.batch_id}", hint="batch ids must increase")
     _write(cur, update.store, update.pipeline, update.after, update.after_gtid_set, True,
-           current.batch_id, None, now=now)
+           batch_id, None, now=now)
     return True

@@ -53,7 +53,7 @@ class SyncConfig:
     binlog_gtid: str = ""
     reconnect_deadline: float = 600.0
     driver_apply: bool = True
-    driver_batch_bytes: int = 64 * 1024
+    driver_batch_bytes: int = 16 << 20
 
 
 @dataclass(frozen=True)

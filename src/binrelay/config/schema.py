@@ -206,12 +206,13 @@ SCHEMA: dict[str, dict[str, Field]] = {
             "`partition-bytes`, as one Spark task would, and so it does with any batch of at "
             "most `driver-batch-bytes`; false: every batch of rows goes to Spark."),
         "driver-batch-bytes": Field(
-            Int(0), 64 * 1024,
+            Int(0), 16 << 20,
             "With `driver-apply`, a batch of rows up to this many relay bytes is applied by "
             "the driver even when Spark is up (a streaming sync's batches, the rows between "
-            "DDL), saving a Spark job's costs (tens of ms, and CPU for the JVM, pickling and "
-            "the workers' pipes). 0: only while Spark starts.",
-            unit="bytes", default_doc="65536"),
+            "DDL), in one downstream transaction with the checkpoint's move, saving a Spark "
+            "job's costs (tens of ms, and CPU for the JVM, pickling and the workers' pipes) "
+            "and two checkpoint commits. 0: only while Spark starts.",
+            unit="bytes", default_doc="16777216"),
     },
     "metrics": {
         "relay-addr": Field(

@@ -73,6 +73,7 @@ from binrelay.spark.tasks import (
     apply_here,
     apply_if_simple,
     apply_task,
+    apply_with_checkpoint,
     compacted,
     identity,
 )
@@ -135,6 +136,10 @@ _REGISTER_EVERY = 1.0
 #: DDL statements one batch may hold when they follow each other (a migration): one
 #: checkpoint commit for them all, while the checkpoint still moves every this many.
 _DDL_RUN = 64
+#: A catch-up starts Spark at its first batch of rows bigger than this (a backlog is coming,
+#: while batches are kept to ``partition-bytes`` until Spark is up); the rows between DDL
+#: never pay for its start (seconds of two cores).
+_SPARK_WORTHY = 64 * 1024
 #: Backoff between attempts to reach a lost downstream: 0.5 s, doubling, at most 30 s.
 _BACKOFF_FIRST, _BACKOFF_CAP = 0.5, 30.0
 
@@ -398,6 +403,7 @@ class SyncPipeline:
                 max_bytes = self.sync.batch_bytes if self.spark_ready or \
                     not self.sync.driver_apply else \
                     min(self.sync.batch_bytes, self.sync.partition_bytes)
+                planning = time.monotonic()
                 end, segments = next_batch(
                     view, start, end_limit, max_bytes=max_bytes,
                     max_transactions=self.sync.batch_transactions or None,
@@ -416,7 +422,7 @@ class SyncPipeline:
                 batch_id += 1
                 gtid = advance_gtid_set(gtid, gtids)
                 self._batch(start, end, batch_id, gtid, relay_end=end_limit,
-                            segments=segments)
+                            segments=segments, planned_in=time.monotonic() - planning)
                 start = end
         finally:
             if waiter is not None:
@@ -450,7 +456,7 @@ class SyncPipeline:
 
     def _batch(self, start: Position, end: Position, batch_id: int, gtid: str, *,
                relay_end: Position | None = None, replayed: bool = False,
-               segments: list[Segment] | None = None) -> None:
+               segments: list[Segment] | None = None, planned_in: float = 0.0) -> None:
         started = time.monotonic()
         if segments is None:
             segments = plan_partitions(self.relay_dir, start, end,
@@ -463,24 +469,32 @@ class SyncPipeline:
         spark_seconds = 0.0
         reached = start
         relay_bytes = sum(s.stop - s.start for s in segments)
-        if self.sync.mode == "strict" and not replayed and all(
-                s.kind == "dml" for s in segments):
+        rows_only = not replayed and all(s.kind == "dml" for s in segments)
+        if self.sync.mode == "strict" and rows_only:
             rows_by_op, reached = self._strict(segments)
             segments = []
-        with pooled_connection(self.downstream) as conn:
-            mark_in_flight(conn, self.name, batch_id, end, gtid, self.store, start=reached)
-            barrier = [s for s in segments if s.kind != "dml"]
-            if barrier:
-                journal = replace(self.journal, batch_id=batch_id, replayed=replayed)
-                rows_by_op = self._serial(conn, barrier, journal)
-                with conn.cursor() as cur:
-                    journal.clear(cur)  # committed with the checkpoint
-            elif segments:
-                applying = time.monotonic()
-                with spark_failures():
-                    rows_by_op = self._dml(segments, batch_id)
-                spark_seconds = time.monotonic() - applying
-            finish_batch(conn, self.name, batch_id, self.store)
+        if rows_only and segments and self._on_driver(relay_bytes):
+            # Nothing to mark in flight: the batch and the checkpoint's move are one
+            # downstream transaction.
+            applying = time.monotonic()
+            rows_by_op = self._driver_batch(start, end, batch_id, gtid, segments)
+            spark_seconds = time.monotonic() - applying
+        else:
+            with pooled_connection(self.downstream) as conn:
+                mark_in_flight(conn, self.name, batch_id, end, gtid, self.store,
+                               start=reached)
+                barrier = [s for s in segments if s.kind != "dml"]
+                if barrier:
+                    journal = replace(self.journal, batch_id=batch_id, replayed=replayed)
+                    rows_by_op = self._serial(conn, barrier, journal)
+                    with conn.cursor() as cur:
+                        journal.clear(cur)  # committed with the checkpoint
+                elif segments:
+                    applying = time.monotonic()
+                    with spark_failures():
+                        rows_by_op = self._dml(segments, batch_id)
+                    spark_seconds = time.monotonic() - applying
+                finish_batch(conn, self.name, batch_id, self.store)
         self._applied_to(end)
         self.stats.batches += 1
         report = BatchReport(
@@ -496,7 +510,7 @@ class SyncPipeline:
             "start": str(start), "end": str(end), "rows": report.changes,
             "ddl": report.ddl, "bytes": report.relay_bytes,
             "seconds": round(report.seconds, 3), "spark_seconds": round(spark_seconds, 3),
-            "replayed": replayed})
+            "plan_seconds": round(planned_in, 3), "replayed": replayed})
         for listener in self.listeners:
             listener(report)
 
@@ -570,16 +584,7 @@ class SyncPipeline:
         rules = self.rules
         # The whole batch in one task (compact, find the ordered tables, apply).
         alone = TaskContext(self.downstream, self.name, batch_id, self.store, 1, rules=rules)
-        size = sum(s.stop - s.start for s in segments)
-        if self.sync.driver_apply and (size <= self.sync.driver_batch_bytes or (
-                not self.spark_ready and size <= 2 * self.sync.partition_bytes)):
-            # Spark is still starting, or the batch is so small that a Spark job's fixed
-            # cost (tens of ms) is more than its apply: this process applies the batch as
-            # one task would (the same function, so the same result).  Only a batch too big
-            # for that starts Spark: a range of small batches (rows between DDL) never pays
-            # for its start (seconds of two cores).
-            if size > self.sync.driver_batch_bytes:
-                self.start_spark()
+        if self._on_driver(sum(s.stop - s.start for s in segments)):
             return self._counted(list(apply_here(alone, relay_dir, iter(segments))))
         sc = self.spark.sparkContext
         # Two steps: which tables this batch must replay in order is known only from all of
@@ -621,6 +626,30 @@ class SyncPipeline:
         counts = routed.values().mapPartitionsWithIndex(
             lambda i, items: apply_task(ctx, i, items)).collect()
         return self._counted(counts)
+
+    def _on_driver(self, size: int) -> bool:
+        """Whether this process applies a batch of rows of ``size`` relay bytes itself, as
+        one task would (the same functions, so the same result): while Spark starts, or when
+        the batch is so small that Spark would give it one task anyway (a streaming sync's
+        batches, the rows between DDL), where a Spark job would add only its costs."""
+        sync = self.sync
+        if not sync.driver_apply:
+            return False
+        ready = self.spark_ready
+        if not ready and size > _SPARK_WORTHY:
+            self.start_spark()  # (a streaming sync started it already)
+        return size <= sync.driver_batch_bytes or (
+            not ready and size <= 2 * sync.partition_bytes)
+
+    def _driver_batch(self, start: Position, end: Position, batch_id: int, gtid: str,
+                      segments: list[Segment]) -> dict[str, int]:
+        """A batch of rows applied here, with the checkpoint's move, in one downstream
+        transaction."""
+        ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1,
+                          rules=self.rules)
+        update = CheckpointUpdate(self.name, start, end, gtid, self.store, batch_id)
+        return self._counted([apply_with_checkpoint(ctx, str(self.relay_dir), segments,
+                                                    update)])
 
     def _counted(self, counts: list[dict[str, int]]) -> dict[str, int]:
         rows_by_op: dict[str, int] = {}

@@ -5,15 +5,16 @@ state.  Each applies or compacts its share and returns what the driver needs to 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from binrelay.apply.applier import apply_plan_part
+from binrelay.apply.applier import apply_parts_with_checkpoint, apply_plan_part
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
     CheckpointStore,
+    CheckpointUpdate,
     TaskLedger,
 )
 from binrelay.apply.downstream import Downstream, pooled_connection
@@ -75,6 +76,19 @@ def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
 def apply_records(ctx: TaskContext, index: int, records: Iterator[Record]
                   ) -> Iterator[dict[str, int]]:
     """:func:`apply_task` in the calling process."""
+    parts, ops = _parts(ctx, index, records)
+    if parts:
+        ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
+        with pooled_connection(ctx.downstream) as conn:
+            for part in parts:
+                apply_plan_part(conn, part, ledger=ledger,
+                                max_packet=ctx.rules.max_allowed_packet)
+    yield ops
+
+
+def _parts(ctx: TaskContext, index: int, records: Iterator[Record]
+           ) -> tuple[list[PlanPart], dict[str, int]]:
+    """A task's records as the parts it applies, and what they counted (op -> changes)."""
     keyed, raw, ops = merge(records)
     parts = []
     if keyed:
@@ -87,13 +101,7 @@ def apply_records(ctx: TaskContext, index: int, records: Iterator[Record]
         # task count.
         parts += [PlanPart(ordered_task_id(t.table), ordered=t)
                   for t in group_ordered(plan.ordered, ctx.rules.group_of)]
-    if parts:
-        ledger = TaskLedger(ctx.pipeline, ctx.batch_id, ctx.store)
-        with pooled_connection(ctx.downstream) as conn:
-            for part in parts:
-                apply_plan_part(conn, part, ledger=ledger,
-                                max_packet=ctx.rules.max_allowed_packet)
-    yield ops
+    return parts, ops
 
 
 @task_errors
@@ -122,7 +130,28 @@ def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
 
 def apply_here(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
                ) -> Iterator[dict[str, int]]:
-    """:func:`apply_alone` in the calling process (the driver, while Spark starts)."""
+    """:func:`apply_alone` in the calling process."""
+    alone, records = _alone(ctx, relay_dir, segments)
+    yield from apply_records(alone, 0, iter(records))
+
+
+def apply_with_checkpoint(ctx: TaskContext, relay_dir: str, segments: list[Any],
+                          update: CheckpointUpdate) -> dict[str, int]:
+    """What :func:`apply_here` applies, with the checkpoint's move from the batch's start
+    to its end, in one downstream transaction (the driver's batches: see
+    ``apply_parts_with_checkpoint``); what it counted."""
+    alone, records = _alone(ctx, relay_dir, segments)
+    parts, ops = _parts(alone, 0, iter(records))
+    with pooled_connection(ctx.downstream) as conn:
+        apply_parts_with_checkpoint(conn, parts, update,
+                                    max_packet=ctx.rules.max_allowed_packet)
+    return ops
+
+
+def _alone(ctx: TaskContext, relay_dir: str, segments: Iterable[Any]
+           ) -> tuple[TaskContext, list[Record]]:
+    """A whole batch's records for one task (compacted; the tables found to need replaying
+    in order decoded again, raw), and that task's context."""
     segments = list(segments)
     rules = ctx.rules
     records = [rec for seg in segments
@@ -133,8 +162,8 @@ def apply_here(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
         records = [rec for rec in records if record_table(rec) not in redo]
         records += [rec for seg in segments
                     for _t, rec in raw_records(relay_dir, seg, 1, redo, rules)]
-    yield from apply_records(TaskContext(ctx.downstream, ctx.pipeline, ctx.batch_id, ctx.store,
-                                         1, frozenset(ordered), rules), 0, iter(records))
+    return TaskContext(ctx.downstream, ctx.pipeline, ctx.batch_id, ctx.store, 1,
+                       frozenset(ordered), rules), records
 
 
 @task_errors

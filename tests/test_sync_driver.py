@@ -1,0 +1,67 @@
+"""Which batches of rows the sync's driver applies itself, and when a catch-up starts Spark
+(no server: the decision only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from binrelay.config import load_config
+from binrelay.spark.sync import SyncPipeline
+from relay_helpers import write_config
+
+KIB, MIB = 1024, 1 << 20
+
+
+class Pipeline(SyncPipeline):
+    """A pipeline whose Spark 'starts' by being noted, and is up when the test says."""
+
+    up = False
+    starts = 0
+
+    def start_spark(self) -> None:
+        self.starts += 1
+
+    @property
+    def spark_ready(self) -> bool:
+        return self.up
+
+
+def pipeline(tmp_path: Path, **sync: object) -> Pipeline:
+    path = write_config(tmp_path / "c.toml", ("127.0.0.1", 1), tmp_path / "relay",
+                        to={"host": "127.0.0.1", "port": 1, "user": "root"}, sync=sync)
+    return Pipeline(load_config(path))
+
+
+def test_defaults_keep_one_partition_on_the_driver(tmp_path: Path) -> None:
+    p = pipeline(tmp_path)
+    p.up = True
+    # A streaming sync's batch, and one as big as a partition: one Spark task would do all
+    # of it, so the driver does it.
+    assert p._on_driver(1 * MIB) and p._on_driver(16 * MIB)
+    # A catch-up's batch spans partitions: Spark's tasks share it.
+    assert not p._on_driver(16 * MIB + 1)
+    assert p.starts == 0
+
+
+def test_a_catch_up_starts_spark_for_its_first_real_batch(tmp_path: Path) -> None:
+    p = pipeline(tmp_path)
+    # The rows between DDL: applied here, Spark never started for them.
+    assert p._on_driver(10 * KIB) and p.starts == 0
+    # A backlog (batches are kept to a partition until Spark is up): applied here while
+    # Spark starts.
+    assert p._on_driver(16 * MIB) and p.starts == 1
+    assert p._on_driver(32 * MIB)
+    assert not p._on_driver(32 * MIB + 1)
+
+
+@pytest.mark.parametrize("sync", [{"driver-apply": False},
+                                  {"driver-batch-bytes": 0, "partition-bytes": MIB}])
+def test_what_turns_it_off(tmp_path: Path, sync: dict[str, object]) -> None:
+    p = pipeline(tmp_path, **sync)
+    p.up = True
+    assert not p._on_driver(10 * KIB)
+    if sync.get("driver-apply") is False:
+        p.up = False
+        assert not p._on_driver(10 * KIB)
