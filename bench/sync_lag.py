@@ -521,7 +521,10 @@ def report(args: argparse.Namespace, facts: dict[str, str], phases: list[Phase])
               if args.arrangements != list(ARRANGEMENTS) else "")
            + (f" --partition-mib {args.partition_mib:g}" if args.partition_mib else "")
            + (f" --driver-batch-mib {args.driver_batch_mib:g}"
-              if args.driver_batch_mib is not None else ""))
+              if args.driver_batch_mib is not None else "")
+           + (f" --relay-sync-interval {args.relay_sync_interval:g}"
+              if args.relay_sync_interval != 0.1 else ""))
+    default_interval = ", the default" if args.relay_sync_interval == 0.1 else ""
     facts = {**facts, "Spark master / tasks": f"`{MASTER}` / {TASKS}",
              "load average at end": loadavg()}
     return f"""\
@@ -539,7 +542,8 @@ DDL every {DDL_EVERY:.0f} s ({_phase_label(main_phase)}) ·
 - Setup: upstream, binrelay's downstream and a native replica (`slave_parallel_threads =
   0`, MariaDB's default; `CHANGE MASTER TO` the upstream's first binlog), three sandbox
   servers on this machine; the downstreams with binlog off. `binrelay relay`
-  (`relay-sync-interval = 0.1`, the default) and `binrelay sync --config F` (streaming:
+  (`relay-sync-interval = {args.relay_sync_interval:g}`{default_interval}) and
+  `binrelay sync --config F` (streaming:
   `[sync] master = "{MASTER}"`, `tasks = {TASKS}`, default batch limits) run as processes,
   the sync measured warm, as a deployed one runs (a phase starts after its `spark ready`
   line: Spark up, Python workers started); both downstreams first caught up with
@@ -591,6 +595,9 @@ def main(argv: list[str] | None = None) -> int:
                              " order); the goal is judged on binrelay alone")
     parser.add_argument("--driver-batch-mib", type=float, default=None,
                         help="[sync] driver-batch-bytes in MiB (default: the sync's default)")
+    parser.add_argument("--relay-sync-interval", type=float, default=0.1,
+                        help="the relay's relay-sync-interval, seconds (default 0.1, the"
+                             " relay's default)")
     parser.add_argument("--partition-mib", type=float, default=0.0,
                         help="[sync] partition-bytes in MiB (default: binrelay's default)")
     parser.add_argument("--no-report", action="store_true",
@@ -629,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
 
         relay_dir = workdir / "relay"
         relay_cfg = write_config(workdir / "relay.toml", upstream, relay_dir,
-                                 relay_sync_interval=0.1)
+                                 relay_sync_interval=args.relay_sync_interval)
         extra = {"partition-bytes": int(args.partition_mib * MIB)} if args.partition_mib else {}
         if args.driver_batch_mib is not None:
             extra["driver-batch-bytes"] = int(args.driver_batch_mib * MIB)
