@@ -43,6 +43,7 @@ from bench.common import (
     update_section,
 )
 from binrelay.binlog import constants as c
+from binrelay.config.schema import SCHEMA
 from binrelay.errors import RelayDirError
 from binrelay.position import Position, binlog_sort_key
 from binrelay.relay.layout import META_FILENAME, list_binlogs, read_index, read_meta
@@ -262,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             f"Workload per reader and load: sysbench oltp_write_only, 2 tables × 10000 rows, "
             f"2 threads, {args.seconds:.0f} s, unthrottled (both cores saturated) or at a fixed "
             f"rate; 1 MiB binlog files ({files} relayed in all); relay with the default "
-            "`relay-sync-interval` (0.1 s). A sample is one transaction end: the time from the "
+            f"`relay-sync-interval` ({SCHEMA['']['relay-sync-interval'].default:g} s). A sample"
+            " is one transaction end: the time from the "
             "first `relay.meta` covering it being written (right after the data's fsync) to "
             "the reader handing it out. The readers took turns, each in a process of its own "
             "during a workload of its own, starting at the relay's end, and each delivered "

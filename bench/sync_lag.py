@@ -74,6 +74,7 @@ from bench.sync_catchup import (
     wait_for_quiet,
 )
 from binrelay.apply.checkpoint import read_checkpoint
+from binrelay.config.schema import SCHEMA
 from binrelay.testing.sandbox import (
     MariaDBServer,
     default_template,
@@ -82,6 +83,7 @@ from binrelay.testing.sandbox import (
 )
 
 SECTION = "sync_lag"
+RELAY_SYNC_INTERVAL = SCHEMA[""]["relay-sync-interval"].default
 GOAL = 0.2
 THREADS = 2
 BEAT = 0.1
@@ -523,8 +525,8 @@ def report(args: argparse.Namespace, facts: dict[str, str], phases: list[Phase])
            + (f" --driver-batch-mib {args.driver_batch_mib:g}"
               if args.driver_batch_mib is not None else "")
            + (f" --relay-sync-interval {args.relay_sync_interval:g}"
-              if args.relay_sync_interval != 0.1 else ""))
-    default_interval = ", the default" if args.relay_sync_interval == 0.1 else ""
+              if args.relay_sync_interval != RELAY_SYNC_INTERVAL else ""))
+    default_interval = ", the default" if args.relay_sync_interval == RELAY_SYNC_INTERVAL else ""
     facts = {**facts, "Spark master / tasks": f"`{MASTER}` / {TASKS}",
              "load average at end": loadavg()}
     return f"""\
@@ -595,9 +597,9 @@ def main(argv: list[str] | None = None) -> int:
                              " order); the goal is judged on binrelay alone")
     parser.add_argument("--driver-batch-mib", type=float, default=None,
                         help="[sync] driver-batch-bytes in MiB (default: the sync's default)")
-    parser.add_argument("--relay-sync-interval", type=float, default=0.1,
-                        help="the relay's relay-sync-interval, seconds (default 0.1, the"
-                             " relay's default)")
+    parser.add_argument("--relay-sync-interval", type=float, default=RELAY_SYNC_INTERVAL,
+                        help="the relay's relay-sync-interval, seconds (default: the relay's"
+                             f" default, {RELAY_SYNC_INTERVAL:g})")
     parser.add_argument("--partition-mib", type=float, default=0.0,
                         help="[sync] partition-bytes in MiB (default: binrelay's default)")
     parser.add_argument("--no-report", action="store_true",

@@ -78,7 +78,7 @@ def test_minimal_config_takes_every_default():
         relay_binlog_gtid="",
         server_id=0,
         log_level="info",
-        relay_sync_interval=0.1,
+        relay_sync_interval=0.025,
         from_=FromConfig(host="127.0.0.1", port=3306, user="root", password=""),
         purge=PurgeConfig(interval=3600, expires=0, remain_space=15),
         source_path="x.toml",

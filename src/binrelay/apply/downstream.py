@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,7 +106,12 @@ def _has_versioning(server_version: str) -> bool:
 #: workers, so a task of the next batch finds the connection of the last: a new one costs
 #: a TCP and (PyMySQL's default) TLS handshake and loading the system's CA certificates,
 #: tens of milliseconds of CPU per batch when following a live upstream.
-_IDLE: dict[Downstream, Any] = {}
+_IDLE: dict[Downstream, tuple[Any, float]] = {}
+#: A connection idle longer than this (seconds) is pinged before it is lent again (the
+#: server may have closed it: wait_timeout, a restart).  One returned sooner is lent as it
+#: is: a round trip per batch saved, and if the server went away meanwhile, the first
+#: statement fails as a lost connection, which the sync retries from its checkpoint.
+_PING_AFTER = 1.0
 
 
 @contextlib.contextmanager
@@ -113,8 +119,8 @@ def pooled_connection(downstream: Downstream) -> Iterator[Any]:
     """A connection from :meth:`Downstream.connect`, kept for the next caller of this
     process when the block ends normally (no transaction is left open by the appliers),
     closed when it raises."""
-    conn = _IDLE.pop(downstream, None)
-    if conn is not None:
+    conn, returned = _IDLE.pop(downstream, (None, 0.0))
+    if conn is not None and time.monotonic() - returned > _PING_AFTER:
         try:
             conn.ping(reconnect=False)
         except pymysql.MySQLError:
@@ -129,11 +135,11 @@ def pooled_connection(downstream: Downstream) -> Iterator[Any]:
         with contextlib.suppress(Exception):
             conn.close()
         raise
-    old = _IDLE.pop(downstream, None)
+    old, _ = _IDLE.pop(downstream, (None, 0.0))
     if old is not None:
         with contextlib.suppress(Exception):
             old.close()
-    _IDLE[downstream] = conn
+    _IDLE[downstream] = (conn, time.monotonic())
 
 
 

@@ -78,7 +78,7 @@ class Config:
     log_level: str = "info"
     #: As written in the file ("" = stderr); see :meth:`resolve_log_file`.
     log_file: str = ""
-    relay_sync_interval: float = 0.1
+    relay_sync_interval: float = 0.025
     relay_log_recovery: bool = False
     from_: FromConfig = field(default_factory=FromConfig)
     purge: PurgeConfig = field(default_factory=PurgeConfig)

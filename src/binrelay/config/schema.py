@@ -114,9 +114,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
             "relative to the directory of the configuration file. Empty means stderr.",
         ),
         "relay-sync-interval": Field(
-            Float(0), 0.1,
-            "How long relayed data may wait before the grouped fsync at a transaction end; "
-            "0 means fsync at every transaction end.",
+            Float(0), 0.025,
+            "How long relayed data may wait before the grouped fsync at a transaction end "
+            "(what a sync may apply waits for it); 0 means fsync at every transaction end.",
             unit="seconds",
         ),
         "relay-log-recovery": Field(
