@@ -648,8 +648,14 @@ class SyncPipeline:
         ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1,
                           rules=self.rules)
         update = CheckpointUpdate(self.name, start, end, gtid, self.store, batch_id)
-        return self._counted([apply_with_checkpoint(ctx, str(self.relay_dir), segments,
-                                                    update)])
+        ops = apply_with_checkpoint(ctx, str(self.relay_dir), segments, update)
+        if ops is None:
+            # This process moves the checkpoint: only another one could have.
+            log.warning("batch already applied: the checkpoint was at its end (is another"
+                        " sync of this pipeline running?)", extra={
+                            "pipeline": self.name, "batch": batch_id, "end": str(end)})
+            return {}
+        return self._counted([ops])
 
     def _counted(self, counts: list[dict[str, int]]) -> dict[str, int]:
         rows_by_op: dict[str, int] = {}

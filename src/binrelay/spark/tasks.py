@@ -136,16 +136,17 @@ def apply_here(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
 
 
 def apply_with_checkpoint(ctx: TaskContext, relay_dir: str, segments: list[Any],
-                          update: CheckpointUpdate) -> dict[str, int]:
+                          update: CheckpointUpdate) -> dict[str, int] | None:
     """What :func:`apply_here` applies, with the checkpoint's move from the batch's start
     to its end, in one downstream transaction (the driver's batches: see
-    ``apply_parts_with_checkpoint``); what it counted."""
+    ``apply_parts_with_checkpoint``); what it counted, or None when the checkpoint was at
+    the batch's end already (nothing done)."""
     alone, records = _alone(ctx, relay_dir, segments)
     parts, ops = _parts(alone, 0, iter(records))
     with pooled_connection(ctx.downstream) as conn:
-        apply_parts_with_checkpoint(conn, parts, update,
-                                    max_packet=ctx.rules.max_allowed_packet)
-    return ops
+        done = apply_parts_with_checkpoint(conn, parts, update,
+                                           max_packet=ctx.rules.max_allowed_packet)
+    return ops if done else None
 
 
 def _alone(ctx: TaskContext, relay_dir: str, segments: Iterable[Any]
