@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import sys
 from pathlib import Path
 
 from binrelay.logfmt import LogfmtFormatter, SecretMask, logfmt_value, setup_logging
@@ -58,6 +59,35 @@ def test_setup_logging_levels() -> None:
         setup_logging("info")
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and "level=warn" in lines[0] and "***" in lines[0], lines
+
+
+def test_py4j_failures_logged_on_the_root_logger_stay_at_debug() -> None:
+    """py4j logs some of its failures with ``logging.info(..., exc_info=True)`` (the root
+    logger): at exit its finalizer thread does, when the JVM has ended.  Such a traceback
+    belongs to the debug log, not to an operator's terminal."""
+    import py4j.java_gateway as gateway
+
+    def py4j_failure() -> None:
+        try:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        except OSError:
+            # As py4j writes it (java_gateway.py), from a record made in py4j's file.
+            logging.getLogger().handle(logging.LogRecord(
+                "root", logging.INFO, gateway.__file__, 1056,
+                "Exception while sending command.", None, sys.exc_info()))
+
+    for level, shown in (("info", False), ("debug", True)):
+        out = io.StringIO()
+        setup_logging(level, stream=out)
+        try:
+            py4j_failure()
+            logging.getLogger("binrelay.t").info("ours")
+        finally:
+            setup_logging("info")
+        text = out.getvalue()
+        assert ("Exception while sending command." in text) is shown, text
+        assert ("Traceback" in text) is shown, text
+        assert "msg=ours" in text
 
 
 def test_no_password_in_relay_sync_or_status_output(mariadb_factory, tmp_path: Path) -> None:

@@ -92,6 +92,21 @@ class LogfmtFormatter(logging.Formatter):
         return mask(" ".join(parts))
 
 
+class _Py4jOnRoot(logging.Filter):
+    """py4j logs some failures on the root logger (``logging.info(..., exc_info=True)``:
+    its finalizer thread once the JVM has ended, at exit): py4j's records, kept for debug
+    level, where their tracebacks belong, never on an operator's terminal at info."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "root" and f"{os.sep}py4j{os.sep}" in record.pathname:
+            return self.level <= logging.DEBUG
+        return True
+
+
 def setup_logging(level: str, *, secrets: Iterable[str] = (),
                   stream: TextIO | None = None,
                   path: str | os.PathLike[str] | None = None) -> None:
@@ -106,6 +121,7 @@ def setup_logging(level: str, *, secrets: Iterable[str] = (),
     mask = SecretMask()
     mask.add(secrets)
     handler.setFormatter(LogfmtFormatter(mask))
+    handler.addFilter(_Py4jOnRoot(LEVELS.get(level, logging.INFO)))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
