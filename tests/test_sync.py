@@ -79,12 +79,17 @@ def pipeline_env(mariadb_factory, tmp_path: Path):
     upstream = mariadb_factory(server_id=1, max_binlog_size=512 * 1024)
     downstream = mariadb_factory(server_id=2)
     relay_dir = tmp_path / "relay"
-    config_path = write_config(
-        tmp_path / "binrelay.toml", upstream, relay_dir,
+    config_path = pipeline_config(tmp_path / "binrelay.toml", upstream, relay_dir, downstream)
+    return upstream, downstream, relay_dir, config_path
+
+
+def pipeline_config(path: Path, upstream, relay_dir: Path, downstream, **sync) -> Path:
+    """Small batches and partitions, so that a short workload makes many of each."""
+    return write_config(
+        path, upstream, relay_dir,
         to={"host": downstream.host, "port": downstream.port, "user": "root", "password": ""},
         sync={"master": "local[2]", "batch-bytes": 256 * 1024, "tasks": 3,
-              "partition-bytes": 128 * 1024, "driver-batch-bytes": 0})
-    return upstream, downstream, relay_dir, config_path
+              "partition-bytes": 128 * 1024, "driver-batch-bytes": 0, **sync})
 
 
 def test_sysbench_with_ddl_converges(spark, pipeline_env, tmp_path: Path) -> None:
@@ -223,12 +228,8 @@ def test_kill_9_of_sync_at_random_moments(pipeline_env, tmp_path: Path,
 
     upstream, downstream, relay_dir, config_path = pipeline_env
     if not driver_apply:
-        config_path = write_config(
-            tmp_path / "spark.toml", upstream, relay_dir,
-            to={"host": downstream.host, "port": downstream.port, "user": "root",
-                "password": ""},
-            sync={"master": "local[2]", "batch-bytes": 256 * 1024, "tasks": 3,
-                  "partition-bytes": 128 * 1024, "driver-apply": False})
+        config_path = pipeline_config(tmp_path / "spark.toml", upstream, relay_dir, downstream,
+                                      **{"driver-apply": False})
     sysbench_prepare(upstream, tables=2, table_size=2000)
     with sysbench_run_background(upstream, tables=2, table_size=2000,
                                  time=12 if not driver_apply else 30) as work:

@@ -281,6 +281,12 @@ def _under_lock(conn: Any, pipeline: str, store: CheckpointStore,
     return current if updated is None else updated
 
 
+def _not_newer(pipeline: str, batch_id: int, current: Checkpoint) -> CheckpointError:
+    return CheckpointError(
+        f"pipeline {pipeline!r}: batch {batch_id} is not after the last finished batch"
+        f" {current.batch_id}", hint="batch ids must increase")
+
+
 def mark_in_flight(
     conn: Any, pipeline: str, batch_id: int, target: Position, target_gtid_set: str = "",
     store: CheckpointStore = DEFAULT_STORE, *, start: Position | None = None,
@@ -308,9 +314,7 @@ def mark_in_flight(
                 f"pipeline {pipeline!r}: batch {current.batch_id} (to {current.target}) is"
                 f" in flight; cannot start batch {batch_id}")
         if batch_id <= current.batch_id:
-            raise CheckpointError(
-                f"pipeline {pipeline!r}: batch {batch_id} is not after the last finished"
-                f" batch {current.batch_id}", hint="batch ids must increase")
+            raise _not_newer(pipeline, batch_id, current)
         return _write(cur, store, pipeline, current.position, current.gtid_set, False,
                       batch_id, target, target_gtid_set, now=now)
 
@@ -361,9 +365,7 @@ def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
             hint="apply transactions in relay order from the checkpoint's position")
     batch_id = current.batch_id if update.batch_id is None else update.batch_id
     if update.batch_id is not None and batch_id <= current.batch_id:
-        raise CheckpointError(
-            f"pipeline {update.pipeline!r}: batch {batch_id} is not after the last finished"
-            f" batch {current.batch_id}", hint="batch ids must increase")
+        raise _not_newer(update.pipeline, batch_id, current)
     _write(cur, update.store, update.pipeline, update.after, update.after_gtid_set, True,
            batch_id, None, now=now)
     return True
