@@ -12,7 +12,7 @@ import zlib
 import pytest
 
 from binlog_builder import MAGIC, BinlogBuilder, walk
-from binrelay.binlog import build
+from binrelay.binlog import build, framing
 from binrelay.binlog import constants as c
 from binrelay.binlog.framing import EventFramer, NeedData, feed_from, iter_events, iter_frames
 from binrelay.binlog.parse import parse_format_description
@@ -372,6 +372,16 @@ def _frames(data: bytes, stop: int, chunk: int, **kw) -> list[tuple[int, int, in
     return list(iter_frames(_file(data), 4, stop, whole=_HOP, chunk=chunk, **kw))
 
 
+@pytest.fixture(params=["c", "python"])
+def hop_walk(request, monkeypatch) -> None:
+    """iter_frames over each implementation of its buffer walk."""
+    if request.param == "python":
+        monkeypatch.setattr(framing, "hop_frames", framing.hop_frames_python)
+    else:
+        assert framing.hop_frames_c is not None, "binrelay._speedups was not built"
+
+
+@pytest.mark.usefixtures("hop_walk")
 @pytest.mark.parametrize("chunk", [1, 19, 100, 1 << 20])
 def test_iter_frames_reads_the_rest_whole_and_marks_what_it_hopped(chunk: int) -> None:
     data = _stream().bytes()
@@ -390,6 +400,7 @@ def test_iter_frames_reads_the_rest_whole_and_marks_what_it_hopped(chunk: int) -
     assert [(p, e) for p, _t, _s, e, _m in everything] == events
 
 
+@pytest.mark.usefixtures("hop_walk")
 @pytest.mark.parametrize("chunk", [1, 19, 1 << 20])
 def test_iter_frames_stops_at_a_torn_tail_and_says_when_the_file_is_short(chunk: int) -> None:
     data = _stream().bytes()
@@ -410,3 +421,45 @@ def test_iter_frames_stops_at_a_torn_tail_and_says_when_the_file_is_short(chunk:
     bad[last + 9:last + 13] = struct.pack("<I", 3)
     with pytest.raises(BinlogFormatError, match="event size 3 is smaller than its header"):
         _frames(bytes(bad), len(data), chunk)
+
+
+def _hop_both(buf: bytes, off: int, stop: int, whole: bytes, marks: int):
+    assert framing.hop_frames_c is not None, "binrelay._speedups was not built"
+    a = framing.hop_frames_python(buf, off, stop, whole, marks)
+    b = framing.hop_frames_c(buf, off, stop, whole, marks)
+    assert a == b
+    return a
+
+
+def test_hop_frames_c_matches_python_on_real_torn_and_damaged_bytes() -> None:
+    """The planner's walk in C (``_speedups.hop_frames``) against its Python specification:
+    every cut of a real capture and of a built stream, every stop, a size below a header."""
+    streams = [_stream().bytes(), _stream("mysql", False).bytes(),
+               *(p.read_bytes() for p in capture_binlogs())]
+    tables = [_HOP, b"\x01" * 256, bytes(6 if t % 3 else 1 for t in range(256))]
+    rng = random.Random(7)
+    for i, data in enumerate(streams):
+        starts = [pos for pos, _e in walk(data)]
+        for whole in tables:
+            frames, off, _marks, status = _hop_both(data, 4, len(data), whole, 0)
+            if i < 2:  # built whole (a capture may end torn)
+                assert status == framing.HOP_END and off == len(data)
+                assert [f[0] for f in frames] == [p for p in starts if whole[data[p + 4]] == 1]
+            for _ in range(40):
+                cut = rng.randrange(4, len(data) + 1)
+                stop = rng.choice([len(data), cut + rng.randrange(0, 500), cut])
+                at = rng.choice(starts)
+                if at > cut:
+                    continue
+                _hop_both(data[:cut], at, stop - 0, whole, rng.choice([0, 2, 6]))
+            if len(starts) < 2:
+                continue
+            bad = bytearray(data)
+            at = rng.choice(starts[1:])
+            bad[at + 9:at + 13] = struct.pack("<I", 7)
+            result = _hop_both(bytes(bad), 4, len(data), whole, 0)
+            assert result[3] == framing.HOP_BAD_SIZE and result[1] == at
+    with pytest.raises(ValueError):
+        framing.hop_frames_c(b"x" * 40, 0, 40, b"\x01" * 10, 0)
+    with pytest.raises(ValueError):
+        framing.hop_frames_c(b"x" * 40, 41, 80, _HOP, 0)

@@ -357,6 +357,73 @@ done:
     return result;
 }
 
+/* hop_frames(buf, off, stop, whole, marks) -> (frames, off, marks, status): the planner's
+ * walk over one buffer; binlog/framing.py's hop_frames_python is the specification. */
+static PyObject *hop_frames(PyObject *self, PyObject *args)
+{
+    Py_buffer data, whole;
+    Py_ssize_t off, stop;
+    long marks;
+    if (!PyArg_ParseTuple(args, "y*nny*l", &data, &off, &stop, &whole, &marks))
+        return NULL;
+    PyObject *frames = NULL, *result = NULL;
+    if (whole.len < 256) {
+        PyErr_SetString(PyExc_ValueError, "whole must have 256 entries");
+        goto done;
+    }
+    if (off < 0 || off > data.len) {
+        PyErr_SetString(PyExc_ValueError, "off must lie within the buffer");
+        goto done;
+    }
+    frames = PyList_New(0);
+    if (frames == NULL)
+        goto done;
+    const unsigned char *buf = data.buf;
+    const unsigned char *how = whole.buf;
+    Py_ssize_t have = data.len;
+    int status = 1; /* HOP_END */
+    while (off < stop) {
+        if (have - off < 19) {
+            status = 0; /* HOP_MORE */
+            break;
+        }
+        uint8_t type = buf[off + 4];
+        Py_ssize_t size = (Py_ssize_t)le32(buf + off + 9);
+        if (size < 19) {
+            status = 2; /* HOP_BAD_SIZE */
+            break;
+        }
+        if (off + size > stop) {
+            status = 1;
+            break;
+        }
+        if (how[type] != 1) {
+            marks |= how[type];
+            off += size;
+            continue;
+        }
+        if (off + size > have) {
+            status = 0;
+            break;
+        }
+        PyObject *item = Py_BuildValue("(nini)", off, (int)type, size, (int)marks);
+        if (item == NULL)
+            goto done;
+        int failed = PyList_Append(frames, item);
+        Py_DECREF(item);
+        if (failed)
+            goto done;
+        marks = 0;
+        off += size;
+    }
+    result = Py_BuildValue("(Onli)", frames, off, marks, status);
+done:
+    Py_XDECREF(frames);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&whole);
+    return result;
+}
+
 /* ---- dump --json: row images straight to JSON text (rows/jsondump.py is the specification) --
  *
  * json_rows(out, data, pos, stop, op, prefix, plan, plan_after) appends the JSON line of every
@@ -1036,6 +1103,8 @@ static PyMethodDef methods[] = {
     {"take_run", take_run, METH_VARARGS, "Take the run of ordinary events (see module doc)."},
     {"walk_events", walk_events, METH_VARARGS,
      "Walk whole events, checking CRC32s, returning the ones to look at (rows/walk.py)."},
+    {"hop_frames", hop_frames, METH_VARARGS,
+     "The planner's walk over one buffer (binlog/framing.py's hop_frames_python)."},
     {"crc32", py_crc32, METH_VARARGS, "CRC32 (IEEE), as zlib.crc32(data)."},
     {"json_rows", (PyCFunction)(void (*)(void))json_rows, METH_FASTCALL,
      "The JSON lines of one rows event's rows (rows/jsondump.py)."},
@@ -1044,8 +1113,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "binrelay._speedups",
-    "Hot loops in C; relay/hotloop.py, rows/walk.py and rows/jsondump.py hold the Python "
-    "specifications.", -1, methods,
+    "Hot loops in C; relay/hotloop.py, rows/walk.py, rows/jsondump.py and binlog/framing.py "
+    "hold the Python specifications.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__speedups(void)

@@ -32,6 +32,7 @@ from zlib import crc32
 
 from binrelay.binlog import constants as c
 from binrelay.binlog.bytes import HEADER as _HEADER
+from binrelay.binlog.bytes import TYPE_SIZE as _TYPE_SIZE
 from binrelay.binlog.bytes import U32 as _U32
 from binrelay.binlog.parse import verify_checksum
 from binrelay.errors import BinlogFormatError, IncompleteEventError
@@ -293,6 +294,60 @@ def iter_events(f: BinaryIO, start: int, end: int | None, *, checksum_alg: int,
             yield from events
 
 
+#: ``hop_frames`` statuses: the walk needs bytes after the buffer (more to read, or a body
+#: to skip); it reached ``stop`` or an event running past it; an event is smaller than a
+#: header.
+HOP_MORE, HOP_END, HOP_BAD_SIZE = 0, 1, 2
+
+Hopped = tuple[list[tuple[int, int, int, int]], int, int, int]
+
+
+def hop_frames_python(buf: bytes, off: int, stop: int, whole: bytes, marks: int) -> Hopped:
+    """The planner's walk over one buffer: ``(frames, off, marks, status)``.
+
+    From ``buf[off]`` (an event start) up to ``stop`` (relative to ``buf``; it may lie past
+    the buffer's end): events whose ``whole[type]`` is 1 are listed as ``(offset, type, size,
+    marks)`` when the buffer holds them whole; any other value is ORed into ``marks`` and the
+    body hopped over, even past the buffer's end.  The walk stops where it needs bytes the
+    buffer lacks (``HOP_MORE``: ``off`` is the next event, maybe past the buffer), at
+    ``stop`` or an event running past it (``HOP_END``), or at an event smaller than a header
+    (``HOP_BAD_SIZE``, ``off`` at it).  ``marks``: what was hopped since the last event
+    listed, carried across calls.
+
+    ``binrelay._speedups.hop_frames`` (C) does exactly the same; a test runs both.
+    """
+    frames: list[tuple[int, int, int, int]] = []
+    unpack = _TYPE_SIZE.unpack_from
+    have = len(buf)
+    while off < stop:
+        if have - off < _HEADER_LEN:
+            return frames, off, marks, HOP_MORE
+        etype, size = unpack(buf, off + 4)
+        if size < _HEADER_LEN:
+            return frames, off, marks, HOP_BAD_SIZE
+        if off + size > stop:
+            return frames, off, marks, HOP_END
+        how = whole[etype]
+        if how != 1:
+            marks |= how
+            off += size
+            continue
+        if off + size > have:
+            return frames, off, marks, HOP_MORE
+        frames.append((off, etype, size, marks))
+        marks = 0
+        off += size
+    return frames, off, marks, HOP_END
+
+
+try:
+    from binrelay._speedups import hop_frames as hop_frames_c
+except ImportError:  # pragma: no cover - depends on the build
+    hop_frames_c = None
+
+hop_frames = hop_frames_c or hop_frames_python
+
+
 def iter_frames(f: BinaryIO, start: int, stop: int, *, whole: bytes, path: str = "",
                 chunk: int = CHUNK,
                 incomplete: Callable[[int, int], BaseException | None] | None = None,
@@ -305,7 +360,8 @@ def iter_frames(f: BinaryIO, start: int, stop: int, *, whole: bytes, path: str =
     (a transaction's row events are most of its bytes, and where it ends is in a few small
     events; say 2 for "an event inside a group", 6 for "a rows event").  Hops after the last
     event read whole are not reported.  Only sizes are checked: the bytes are durable relay
-    data, and the readers that decode them check the rest.
+    data, and the readers that decode them check the rest.  The walk of each buffer is
+    :func:`hop_frames` (C when built).
 
     An event running past ``stop`` ends the walk (a finished file's torn tail: a stop inside
     a file being written is a transaction end).  A file ending before ``stop`` ends it
@@ -316,7 +372,12 @@ def iter_frames(f: BinaryIO, start: int, stop: int, *, whole: bytes, path: str =
     buf = b""
     base = pos = start  # base: the file offset of buf[0]
     marks = 0
-    unpack = _HEADER.unpack_from
+
+    def short(at: int) -> BaseException | None:
+        return (incomplete(at, base + len(buf)) if incomplete is not None else
+                IncompleteEventError("the file ends inside an event", path=path or None,
+                                     offset=at))
+
     while pos < stop:
         off = pos - base
         if off > len(buf):
@@ -328,29 +389,28 @@ def iter_frames(f: BinaryIO, start: int, stop: int, *, whole: bytes, path: str =
             if not more:
                 if stop - pos < _HEADER_LEN:
                     return  # a torn header at the end of a finished file
-                error = (incomplete(pos, base + len(buf)) if incomplete is not None else
-                         IncompleteEventError("the file ends inside an event",
-                                              path=path or None, offset=pos))
-                if error is not None:
+                if (error := short(pos)) is not None:
                     raise error
                 return
             buf = buf[off:] + more
             base = pos
             continue
-        _ts, etype, _sid, size, _log_pos, _flags = unpack(buf, off)
-        if size < _HEADER_LEN:
+        frames, off, marks, status = hop_frames(buf, off, stop - base, whole, marks)
+        for at, etype, size, hopped in frames:
+            yield base + at, etype, size, buf[at:at + size], hopped
+        pos = base + off
+        if status == HOP_END:
+            return
+        if status == HOP_BAD_SIZE:
+            size = _TYPE_SIZE.unpack_from(buf, off + 4)[1]
             raise BinlogFormatError(f"event size {size} is smaller than its header",
                                     path=path or None, offset=pos)
-        if pos + size > stop:
-            return
-        how = whole[etype]
-        if how != 1:
-            marks |= how
-            pos += size
-            continue
-        if len(buf) - off < size:
+        if off <= len(buf) - _HEADER_LEN:
+            # An event to read whole that the buffer holds only part of.
+            size = _TYPE_SIZE.unpack_from(buf, off + 4)[1]
             buf = buf[off:] + f.read(max(chunk, size - (len(buf) - off)))
-            base, off = pos, 0
-        yield pos, etype, size, buf[off:off + size], marks
-        marks = 0
-        pos += size
+            base = pos
+            if len(buf) < size:
+                if (error := short(pos)) is not None:
+                    raise error
+                return

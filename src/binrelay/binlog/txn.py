@@ -136,5 +136,9 @@ def ends_transaction(prefix: bytes) -> bool:
     return upper.startswith((b"COMMIT", b"ROLLBACK")) and not is_savepoint_statement(prefix)
 
 
+#: Events whose statement text (its start) the tracker needs.
+QUERY_TYPES = frozenset({c.QUERY_EVENT, c.QUERY_COMPRESSED_EVENT, c.EXECUTE_LOAD_QUERY_EVENT})
+
+
 def needs_query_prefix(event_type: int) -> bool:
-    return event_type in (c.QUERY_EVENT, c.QUERY_COMPRESSED_EVENT, c.EXECUTE_LOAD_QUERY_EVENT)
+    return event_type in QUERY_TYPES

@@ -20,11 +20,12 @@ from binrelay.binlog import constants as c
 from binrelay.binlog.framing import iter_frames
 from binrelay.binlog.parse import maria_gtid_text, mysql_gtid_text, query_text_prefix
 from binrelay.binlog.txn import (
+    IDLE,
     IN_GROUP_TYPES,
+    QUERY_TYPES,
     TxnTracker,
     is_savepoint_statement,
     is_transaction_control,
-    needs_query_prefix,
 )
 from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.scan import read_fde
@@ -94,19 +95,20 @@ def scan_transactions(path: Path, start: int, stop: int) -> Generator[TxnEnd, No
         for pos, etype, size, event, hopped in iter_frames(f, start, stop, whole=_WHOLE,
                                                            path=str(path), chunk=_CHUNK,
                                                            incomplete=cut_short):
-            if hopped and tracker.in_transaction:
+            # (``tracker.state`` read directly: this loop runs per transaction of the relay.)
+            if hopped and tracker.state != IDLE:
                 # The group's own events on the way here (outside a transaction they stand
                 # for nothing: the next event starts one).
                 saw_rows = saw_rows or hopped & _ROWS == _ROWS
                 tracker.feed(c.TABLE_MAP_EVENT)  # any in-group type: the group has begun
-            if not tracker.in_transaction:
+            was_in = tracker.state != IDLE
+            if not was_in:
                 txn_start = pos
                 saw_rows = False
                 saw_statement = False
                 gtid = None
-            prefix = b""
-            if needs_query_prefix(etype):
-                prefix = query_text_prefix(event, checksum_len)
+            is_query = etype in QUERY_TYPES
+            prefix = query_text_prefix(event, checksum_len) if is_query else b""
             flags = 0
             if etype == c.GTID_EVENT and len(event) >= c.EVENT_HEADER_LEN + 13:
                 flags = event[c.EVENT_HEADER_LEN + 12]
@@ -114,14 +116,15 @@ def scan_transactions(path: Path, start: int, stop: int) -> Generator[TxnEnd, No
             elif etype == c.GTID_LOG_EVENT:
                 # (MySQL 8.4's tagged GTIDs are not followed here: the set stays untagged.)
                 gtid = _mysql_gtid(event)
-            was_in = tracker.in_transaction
             if tracker.feed(etype, maria_flags=flags, query_prefix=prefix):
                 xid = None
                 committed = False
-                if etype == c.XA_PREPARE_LOG_EVENT:
+                if etype == c.XID_EVENT and saw_rows and not saw_statement:
+                    kind = DML  # the common case, first
+                elif etype == c.XA_PREPARE_LOG_EVENT:
                     kind = XA_PREPARE
                     xid = _prepared_xid(event, checksum_len, path, pos)
-                elif needs_query_prefix(etype) and was_in and _is_xa_outcome(prefix):
+                elif is_query and was_in and _is_xa_outcome(prefix):
                     kind = XA_END
                     text = query_text_prefix(event, checksum_len, limit=1024)
                     xid, committed = _xa_outcome(text, path, pos)
@@ -131,12 +134,12 @@ def scan_transactions(path: Path, start: int, stop: int) -> Generator[TxnEnd, No
                     kind = SERIAL
                 elif saw_rows or etype == c.TRANSACTION_PAYLOAD_EVENT:
                     kind = DML
-                elif needs_query_prefix(etype) and not is_transaction_control(prefix):
+                elif is_query and not is_transaction_control(prefix):
                     kind = DDL
                 else:
                     kind = OTHER
                 yield TxnEnd(txn_start, pos + size, kind, gtid, xid, committed)
-            elif needs_query_prefix(etype) and tracker.in_transaction and (
+            elif is_query and tracker.state != IDLE and (
                     not is_transaction_control(prefix) or is_savepoint_statement(prefix)):
                 # A statement inside a transaction: statement-format DML, the CREATE of a
                 # CREATE TABLE ... SELECT whose rows follow, or a savepoint whose ROLLBACK

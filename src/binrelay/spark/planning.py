@@ -131,6 +131,7 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
     """
     view = RelayView.of(relay)
     last = start
+    moved = False  # last != start (kept as a flag: the loop below runs per transaction)
     taken_bytes = 0
     taken = 0
     run = 0  # DDL transactions taken, when the batch is a run of them
@@ -146,13 +147,12 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
         # look-ahead window.
         with closing(scan_transactions(path, span.start, span.stop)) as scan:
             for txn in scan:
-                moved = last != start
                 if ddl_barrier and (txn.kind in BARRIERS or run):
                     if run < ddl_run and ((txn.kind == DDL and (run or not moved))
                                           or (run and txn.kind == OTHER)):  # e.g. a rotation
                         run += txn.kind == DDL
                         accepted.append(txn)
-                        last = Position(span.subdir, span.file, txn.end)
+                        moved = True
                         continue
                     if not moved:
                         if txn.kind == XA_PREPARE and xa_outcome(
@@ -160,7 +160,7 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
                                 txn.xid) is None:
                             return start, []
                         accepted.append(txn)
-                        last = Position(span.subdir, span.file, txn.end)
+                        moved = True
                     done = True
                     break
                 size = txn.end - prev
@@ -170,7 +170,7 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
                 taken_bytes += size
                 prev = txn.end
                 accepted.append(txn)
-                last = Position(span.subdir, span.file, txn.end)
+                moved = True
                 if txn.kind == DML:
                     taken += 1
                     if max_transactions is not None and taken >= max_transactions:
@@ -179,6 +179,8 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
                 if budget is not None and budget <= txn.end < span.stop:
                     done = True  # the byte budget ran out inside this file
                     break
+        if accepted:
+            last = Position(span.subdir, span.file, accepted[-1].end)
         out += _cut(span, span.start, accepted, target_bytes)
         if gtids is not None:
             gtids += [t.gtid for t in accepted if t.gtid is not None]
@@ -186,6 +188,7 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
             return last, out
         if span.finished:
             last = Position(span.subdir, span.file, span.stop)
+            moved = last != start
     return last, out
 
 
