@@ -136,6 +136,46 @@ def test_generated_columns(env: Env, spark) -> None:
     converge(env, spark, GENERATED)
 
 
+# Rules a DDL in the range changes, read again for the tables it names only (the sync's
+# narrow read): a foreign key added (its cascades the upstream does not log), its parent
+# renamed (the child then references the new name), a generated column added, a table
+# made LIKE another.  Rules read wrong would miss a cascade or write a generated column.
+RULES_BY_DDL = [
+    SCHEMA,
+    "CREATE TABLE app.parent (id INT PRIMARY KEY, name VARCHAR(20))",
+    "CREATE TABLE app.child (id INT PRIMARY KEY, parent_id INT, note VARCHAR(20))",
+    "INSERT INTO app.parent VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+    "INSERT INTO app.child VALUES (10, 1, 'x'), (11, 2, 'y'), (12, 3, 'z')",
+    "ALTER TABLE app.child ADD FOREIGN KEY (parent_id) REFERENCES app.parent (id)"
+    " ON DELETE CASCADE",
+    "DELETE FROM app.parent WHERE id = 1",
+    "RENAME TABLE app.parent TO app.parent2",
+    "INSERT INTO app.parent2 VALUES (4, 'd')",
+    "INSERT INTO app.child VALUES (13, 4, 'w')",
+    "DELETE FROM app.parent2 WHERE id = 2",
+    "ALTER TABLE app.child ADD COLUMN doubled INT AS (parent_id * 2) STORED",
+    "INSERT INTO app.child (id, parent_id, note) VALUES (14, 3, 'v')",
+    "UPDATE app.child SET parent_id = 4 WHERE id = 12",
+    "CREATE TABLE app.g LIKE app.child",
+    "INSERT INTO app.g (id, parent_id, note) VALUES (1, 1, 'g')",
+    "UPDATE app.g SET parent_id = 2",
+]
+
+
+def test_rules_changed_by_ddl_in_the_range(env: Env, spark, monkeypatch) -> None:
+    narrow = []
+    real = sync_module.reread_rules
+
+    def spy(*args, **kwargs):
+        narrow.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sync_module, "reread_rules", spy)
+    converge(env, spark, RULES_BY_DDL)
+    assert len(narrow) >= 4  # the rows after each of those DDL
+    assert env.downstream.scalar("SELECT COUNT(*) FROM app.child") == 3
+
+
 STATEMENTS = [
     SCHEMA,
     "CREATE TABLE app.s (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(40), d DATETIME(6),"

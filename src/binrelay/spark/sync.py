@@ -30,7 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from binrelay.apply.catalog import TableRules, keeps_rules, read_rules
+from binrelay.apply.catalog import (
+    NARROW_KINDS,
+    TableRules,
+    keeps_rules,
+    read_rules,
+    reread_rules,
+)
 from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
     Checkpoint,
@@ -46,6 +52,7 @@ from binrelay.apply.checkpoint import (
 from binrelay.apply.ddl_journal import DdlJournal
 from binrelay.apply.downstream import Downstream, downstream_lost, pooled_connection
 from binrelay.apply.replay import Action, SessionStatement, SkippedTriggers, replay_actions
+from binrelay.apply.sql import ddl_kind
 from binrelay.config import Config
 from binrelay.errors import DownstreamConnectionError, UnfaithfulApplyError
 from binrelay.gtid import advance_gtid_set
@@ -165,6 +172,9 @@ class SyncPipeline:
         #: A DDL ran since the rules were read: read them again before rows are written
         #: (not after every DDL: a migration's run of DDL reads the catalog once).
         self.rules_stale = False
+        #: While stale: the DDL (text, default schema) since the read when each is one whose
+        #: tables alone need reading again (``catalog.NARROW_KINDS``); None: read it all.
+        self.stale_ddl: list[tuple[str, str | None]] | None = []
         self.triggers = SkippedTriggers(config.sync.checkpoint_schema, config.sync.pipeline)
         self.journal = DdlJournal(config.sync.checkpoint_schema, config.sync.pipeline)
         #: When the consumer position was last written, and a newer one not written yet.
@@ -254,8 +264,13 @@ class SyncPipeline:
         """The downstream catalog's rules for writing tables (at start, and after DDL before
         rows are written again); refuses a downstream with triggers on the tables it would
         write.  Ends the transaction ``conn`` is in."""
-        self.rules = read_rules(conn, exclude_schemas=(self.store.schema,))
+        skip = (self.store.schema,)
+        if self.rules_stale and self.stale_ddl:
+            self.rules = reread_rules(conn, self.rules, self.stale_ddl, exclude_schemas=skip)
+        else:
+            self.rules = read_rules(conn, exclude_schemas=skip)
         self.rules_stale = False
+        self.stale_ddl = []
         if self.rules.triggers:
             t = self.rules.triggers[0]
             more = len(self.rules.triggers) - 1
@@ -566,6 +581,11 @@ class SyncPipeline:
                 # Only a DDL changes what the catalog says, and not every one.
                 if action.ddl and not keeps_rules(action.text):
                     self.rules_stale = True
+                    if self.stale_ddl is not None and \
+                            ddl_kind(action.text).name in NARROW_KINDS:
+                        self.stale_ddl.append((action.text, action.schema or None))
+                    else:
+                        self.stale_ddl = None
             else:
                 rows_by_op[action.op] = rows_by_op.get(action.op, 0) + 1
         replay_actions(conn, actions, triggers=self.triggers,
