@@ -121,7 +121,9 @@ def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, s
 
     Such a DDL changes the rules of the tables it names, and the foreign keys of the tables
     that reference them (a renamed parent's children reference it by its new name); a
-    foreign key is defined by its child, so every other link stays as it was.
+    foreign key is defined by its child, so every other link stays as it was.  Triggers are
+    not read again: none of these kinds makes one, and a rename takes a table's triggers
+    along, which a full read has refused already (``TableRules.triggers`` stops the sync).
     """
     skip = SYSTEM_SCHEMAS | set(exclude_schemas)
     with conn.cursor() as cur:
@@ -129,22 +131,33 @@ def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, s
         for statement, schema in statements:
             named |= _candidates(cur, statement, schema)
         named = {t for t in named if t.schema not in skip}
-        children = named | {child for child, parent in rules.links if parent in named}
-        generated, versioned, by_trx, sequences, links, triggers = _read(
-            cur, _Named(sorted(named), sorted(children)))
+        children = {child for child, parent in rules.links if parent in named}
+        # Opening a table's definition costs the server a millisecond: only those there.
+        there = _existing(cur, sorted(named))
+        generated, versioned, by_trx, sequences, links, _triggers = _read(
+            cur, _Named(sorted(there), sorted(there | children)), triggers=False)
     conn.commit()
-    all_links = {link for link in rules.links if link[0] not in children} | set(links)
+    named |= there  # as the server spells them (lower_case_table_names)
+    gone = named | children
+    all_links = {link for link in rules.links if link[0] not in gone} | set(links)
     return TableRules(
         {**{t: c for t, c in rules.generated.items() if t not in named},
          **{t: frozenset(c) for t, c in generated.items()}},
-        fk_groups(all_links),
-        tuple(sorted([t for t in rules.triggers if t.table not in named] + list(triggers),
-                     key=lambda t: (t.schema, t.name))),
-        rules.max_allowed_packet,
+        fk_groups(all_links), rules.triggers, rules.max_allowed_packet,
         {**{t: p for t, p in rules.versioned.items() if t not in named}, **versioned},
         frozenset({t for t in rules.versioned_by_trx if t not in named} | by_trx),
         frozenset({t for t in rules.sequences if t not in named} | sequences),
         frozenset(all_links))
+
+
+def _existing(cur: Any, tables: list[TableRef]) -> set[TableRef]:
+    """Which of ``tables`` exist (views too)."""
+    query = _Named(tables, []).select("TABLE_SCHEMA, TABLE_NAME", "TABLES", "1",
+                                      "TABLE_SCHEMA", "TABLE_NAME")
+    if query is None:
+        return set()
+    cur.execute(*query)
+    return {TableRef(s, n) for s, n in cur.fetchall()}
 
 
 @dataclass(frozen=True)
@@ -181,7 +194,7 @@ class _Named:
         return sql, tuple(p for t in tables for p in (t.schema, t.table))
 
 
-def _read(cur: Any, where: _Everywhere | _Named) -> tuple[
+def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tuple[
         dict[TableRef, set[str]], dict[TableRef, tuple[str, str]], set[TableRef],
         set[TableRef], list[tuple[TableRef, TableRef]], tuple[Trigger, ...]]:
     """The catalog's facts :class:`TableRules` holds, for the tables ``where`` selects."""
@@ -223,10 +236,11 @@ def _read(cur: Any, where: _Everywhere | _Named) -> tuple[
     links = [(TableRef(a, b), TableRef(c, d)) for a, b, c, d in rows(
         "CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, REFERENCED_TABLE_NAME",
         "REFERENTIAL_CONSTRAINTS", "1", "CONSTRAINT_SCHEMA", "TABLE_NAME", children=True)]
-    triggers = tuple(sorted((Trigger(s, n, TableRef(ts, tt)) for s, n, ts, tt in rows(
+    found = tuple(sorted((Trigger(s, n, TableRef(ts, tt)) for s, n, ts, tt in rows(
         "TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE", "TRIGGERS",
-        "1", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE")), key=lambda t: (t.schema, t.name)))
-    return generated, versioned, by_trx, sequences, links, triggers
+        "1", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE")), key=lambda t: (t.schema, t.name))
+    ) if triggers else ()
+    return generated, versioned, by_trx, sequences, links, found
 
 
 def _candidates(cur: Any, statement: str, schema: str | None) -> set[TableRef]:
