@@ -461,9 +461,14 @@ class SyncPipeline:
         self._unregistered = None
 
     def _wait(self, waiter: ChangeWaiter | None, end: Position) -> ChangeWaiter:
-        """Sleep until the relay writes more (or a second passes)."""
-        if self._unregistered is not None:
-            self._register(self._unregistered)  # caught up: purge may have what it can
+        """Sleep until the relay writes more (or a second passes).  Caught up, purge may
+        have what the sync applied: the consumer position follows, as often as
+        ``_applied_to`` lets it (a streaming sync is caught up after nearly every batch,
+        tens of times a second; an idle one registers on its next wake-up, within a
+        second)."""
+        if self._unregistered is not None and \
+                time.monotonic() - self._registered_at >= _REGISTER_EVERY:
+            self._register(self._unregistered)
         waiter = waiter or ChangeWaiter(self.relay_dir)
         waiter.watch(self.relay_dir / str(end.subdir))
         waiter.wait(1.0)
