@@ -65,3 +65,27 @@ def test_what_turns_it_off(tmp_path: Path, sync: dict[str, object]) -> None:
     if sync.get("driver-apply") is False:
         p.up = False
         assert not p._on_driver(10 * KIB)
+
+
+def test_which_ddl_make_the_rules_be_read_again_and_how(tmp_path: Path) -> None:
+    """After a DDL the rules are kept, read for the tables it names, or read whole (see
+    ``catalog``); the reading itself is tested against a server in test_catalog_rules."""
+    p = pipeline(tmp_path)
+    p._rules_after("CREATE INDEX i ON t (a)", "d")
+    p._rules_after("DROP TABLE t", "d")
+    assert not p.rules_stale and p.stale_ddl == []
+    p._rules_after("ALTER TABLE t ADD COLUMN g INT AS (a) STORED", "d")
+    p._rules_after("RENAME TABLE a TO b", None)
+    assert p.rules_stale
+    assert p.stale_ddl == [("ALTER TABLE t ADD COLUMN g INT AS (a) STORED", "d"),
+                           ("RENAME TABLE a TO b", None)]
+    # A kind the narrow read does not cover: the next read is whole.
+    p._rules_after("CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET @x = 1", "d")
+    assert p.rules_stale and p.stale_ddl is None
+    p._rules_after("ALTER TABLE t ADD COLUMN h INT", "d")
+    assert p.stale_ddl is None
+    # A migration's long run of narrow DDL: one whole read costs less than many narrow.
+    q = pipeline(tmp_path)
+    for i in range(40):
+        q._rules_after(f"CREATE TABLE t{i} (id INT PRIMARY KEY)", "d")
+    assert q.rules_stale and q.stale_ddl is None

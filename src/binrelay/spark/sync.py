@@ -139,6 +139,9 @@ class Outage:
 
 #: How often the consumer position follows the checkpoint (at least), seconds.
 _REGISTER_EVERY = 1.0
+#: More DDL than this since the catalog was read (a migration's run, no rows between): one
+#: read of the whole catalog costs less than a narrow read per statement.
+_NARROW_MAX = 16
 
 #: DDL statements one batch may hold when they follow each other (a migration): one
 #: checkpoint commit for them all, while the checkpoint still moves every this many.
@@ -583,18 +586,25 @@ class SyncPipeline:
         for action in actions:
             if isinstance(action, SessionStatement):
                 self.stats.ddl += action.ddl
-                # Only a DDL changes what the catalog says, and not every one.
-                if action.ddl and not keeps_rules(action.text):
-                    self.rules_stale = True
-                    if self.stale_ddl is not None and \
-                            ddl_kind(action.text).name in NARROW_KINDS:
-                        self.stale_ddl.append((action.text, action.schema or None))
-                    else:
-                        self.stale_ddl = None
+                if action.ddl:
+                    self._rules_after(action.text, action.schema or None)
             else:
                 rows_by_op[action.op] = rows_by_op.get(action.op, 0) + 1
         replay_actions(conn, actions, triggers=self.triggers,
                        max_packet=self.rules.max_allowed_packet, journal=journal)
+
+    def _rules_after(self, ddl: str, schema: str | None) -> None:
+        """What the catalog's rules need after ``ddl`` ran: nothing (``keeps_rules``), a read
+        of the tables it names (``NARROW_KINDS``, up to ``_NARROW_MAX`` of them since the
+        last read), or a whole read; done before the next batch that writes rows."""
+        if keeps_rules(ddl):
+            return
+        self.rules_stale = True
+        if self.stale_ddl is not None and len(self.stale_ddl) < _NARROW_MAX \
+                and ddl_kind(ddl).name in NARROW_KINDS:
+            self.stale_ddl.append((ddl, schema))
+        else:
+            self.stale_ddl = None
 
     def _dml(self, segments: list, batch_id: int) -> dict[str, int]:
         """Apply the batch's DML partitions (planned once, in ``_batch``) on Spark tasks.
