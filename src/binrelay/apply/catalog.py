@@ -131,13 +131,13 @@ def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, s
         for statement, schema in statements:
             named |= _candidates(cur, statement, schema)
         named = {t for t in named if t.schema not in skip}
-        children = {child for child, parent in rules.links if parent in named}
         # Opening a table's definition costs the server a millisecond: only those there.
         there = _existing(cur, sorted(named))
+        named |= there  # as the server spells them (lower_case_table_names)
+        children = {child for child, parent in rules.links if parent in named}
         generated, versioned, by_trx, sequences, links, _triggers = _read(
             cur, _Named(sorted(there), sorted(there | children)), triggers=False)
     conn.commit()
-    named |= there  # as the server spells them (lower_case_table_names)
     gone = named | children
     all_links = {link for link in rules.links if link[0] not in gone} | set(links)
     return TableRules(
