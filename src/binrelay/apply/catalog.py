@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from binrelay.apply.changes import TableRef
-from binrelay.apply.ddl_journal import statement_words
+from binrelay.apply.ddl_journal import statement_names
 from binrelay.apply.sql import ddl_kind
 from binrelay.errors import UnfaithfulApplyError
 
@@ -246,8 +246,7 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tu
 def _candidates(cur: Any, statement: str, schema: str | None) -> set[TableRef]:
     """Every table ``statement`` can name: each of its words in each schema it names that
     exists (its default schema included); keywords among them only widen the look-up."""
-    words = statement_words(statement, names_only=True)
-    candidates = sorted({*words, *([schema] if schema else [])} - SYSTEM_SCHEMAS)
+    words, candidates = statement_names(statement, schema)
     if not candidates or not words:
         return set()
     marks = ", ".join(["%s"] * len(candidates))

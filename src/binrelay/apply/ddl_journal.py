@@ -105,6 +105,15 @@ def statement_words(statement: str, *, names_only: bool = False) -> list[str]:
     return sorted(words)
 
 
+def statement_names(statement: str, schema: str | None, *, names_only: bool = True
+                    ) -> tuple[list[str], list[str]]:
+    """The words of ``statement`` that may name an object (:func:`statement_words`), and
+    those (with its default ``schema``) that may name a schema: what a look-up of what it
+    names starts from."""
+    words = statement_words(statement, names_only=names_only)
+    return words, sorted({*words, *([schema] if schema else [])} - _SYSTEM)
+
+
 def _after_dot(text: str, at: int) -> bool:
     at -= 1
     while at >= 0 and text[at].isspace():
@@ -132,8 +141,7 @@ def earlier_catalog_print(cur: Any, statement: str, schema: str | None) -> Catal
 
 def _print(cur: Any, statement: str, schema: str | None, *, routines: bool, ids: bool,
            exact_tables: bool) -> CatalogPrint:
-    words = statement_words(statement, names_only=exact_tables)
-    candidates = sorted({*words, *([schema] if schema else [])} - _SYSTEM)
+    words, candidates = statement_names(statement, schema, names_only=exact_tables)
     if not candidates:
         return CatalogPrint(hashlib.sha256(b"").hexdigest())
     cur.execute("SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"
