@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 from typing import Any
@@ -19,6 +20,7 @@ from binrelay.apply import (
     UPDATE,
     Change,
     Downstream,
+    PlanPart,
     TableRef,
     TaskLedger,
     partition_of,
@@ -271,6 +273,30 @@ def test_replace_rows_bounded_by_rows_and_bytes() -> None:
     assert len(huge) == 1
     with pytest.raises(ValueError, match="partial"):
         replace_rows(T, ("id", "v"), [(1, ABSENT)], [(1,)])
+
+
+def test_keyed_rows_are_written_in_key_order() -> None:
+    """Each multi-row statement writes neighbouring rows (a table larger than the buffer
+    pool then reads each page once per statement, not once per row); keys whose values do
+    not compare keep relay order."""
+    import random
+
+    from binrelay.apply.applier import part_statements
+
+    keys = list(range(40))
+    random.Random(7).shuffle(keys)
+    ops = [Upsert(T, ("id", "v"), (0,), (k, f"v{k}"), (pos,)) for pos, k in enumerate(keys)]
+    ops += [Delete(T, ("id",), (k,), (100 + pos,)) for pos, k in enumerate([71, 50, 64])]
+    sts = part_statements(PlanPart("keyed-0-of-1", tuple(ops)), max_rows=16)
+    assert sts[0].sql == "DELETE FROM `db`.`t` WHERE `id` IN (50, 64, 71)"
+    written = [int(v) for s in sts[1:] for v in re.findall(r"\((\d+), 'v", s.sql)]
+    assert written == sorted(keys) and len(sts) == 4
+    # Each statement names the relay positions of its own rows.
+    assert sts[1].positions == tuple((keys.index(k),) for k in range(16))
+    odd = [Upsert(T, ("id", "v"), (0,), (k, "x"), (pos,))
+           for pos, k in enumerate([3, "b", 1, "a"])]
+    (st_,) = part_statements(PlanPart("keyed-0-of-1", tuple(odd)))
+    assert st_.sql.endswith("VALUES (3, 'x'), ('b', 'x'), (1, 'x'), ('a', 'x')")
 
 
 def test_delete_keys_forms_and_percent_in_names() -> None:

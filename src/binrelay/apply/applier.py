@@ -168,13 +168,25 @@ def _keyed_statements(
     # Any order is correct (docs/apply.md); deletes first only makes REPLACE conflicts rarer.
     for build, groups in ((deleting, deletes), (replacing, upserts)):
         for (table, cols), group in sorted(groups.items(), key=lambda kv: kv[0]):
-            group.sort(key=lambda op: op.position)
+            _key_order(group)
             start = 0
             for st in build(table, cols, group, max_rows):  # type: ignore[arg-type]
                 chunk = group[start:start + len(st.positions)]
                 start += len(st.positions)
                 out.append((st, lambda t=table, c=cols, g=chunk, b=build: b(t, c, g, 1)))
     return out
+
+
+def _key_order(group: list[Any]) -> None:
+    """Sort one table's deletes or upserts by key: each multi-row statement then writes a
+    run of neighbouring rows (pages read and dirtied once, not once per row, when the
+    table is larger than the downstream's buffer pool).  Python's order of the key values
+    is the index's for integers and binary strings and close to it for text; keys whose
+    values do not compare (mixed types) keep relay order."""
+    try:
+        group.sort(key=lambda op: op.key_values)
+    except TypeError:
+        group.sort(key=lambda op: op.position)
 
 
 def part_statements(
