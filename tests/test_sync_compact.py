@@ -61,6 +61,42 @@ def test_merge_refuses_two_shapes_of_one_table() -> None:
                                                       (1, "a", 2))])
 
 
+def test_a_spark_task_applies_its_apply_tasks_at_once() -> None:
+    """``apply_lanes``: the apply tasks one Spark task carries run at the same time, each
+    with only its own records; one failing fails the Spark task, after the others stop."""
+    import threading
+
+    from binrelay.spark.tasks import apply_lanes, lanes
+
+    assert [lanes(4, s) for s in (1, 2, 4, 8)] == [1, 2, 4, 4] and lanes(1, 8) == 1
+    barrier = threading.Barrier(3, timeout=10)  # only passes if all three run at once
+    seen: dict[int, list] = {}
+    finished: list[int] = []
+
+    def step(ctx: object, index: int, records):
+        seen[index] = list(records)
+        barrier.wait()
+        if index == 7 and fail:
+            raise ChangeError("lane 7 broke")
+        finished.append(index)
+        yield {"index": index, "records": len(seen[index])}
+
+    items = [(7, ("a",)), (3, ("b",)), (7, ("c",)), (5, ("d",))]
+    fail = False
+    out = list(apply_lanes(step, None, iter(items)))
+    assert out == [{"index": 3, "records": 1}, {"index": 5, "records": 1},
+                   {"index": 7, "records": 2}]
+    assert seen == {7: [("a",), ("c",)], 3: [("b",)], 5: [("d",)]}
+    fail, finished[:] = True, []
+    barrier.reset()
+    with pytest.raises(ChangeError, match="lane 7 broke"):
+        list(apply_lanes(step, None, iter(items)))
+    assert sorted(finished) == [3, 5]
+    # One apply task: run in the calling thread, no pool.
+    barrier = threading.Barrier(1)
+    assert list(apply_lanes(step, None, iter([(2, ("x",))]))) == [{"index": 2, "records": 1}]
+
+
 def test_ordered_tables_sees_raw_tables_and_keys_that_fold_together() -> None:
     ci = TableRef("db", "ci")
     nokey = TableRef("db", "nk")

@@ -102,11 +102,14 @@ def _has_versioning(server_version: str) -> bool:
     return digits is not None and tuple(map(int, digits.groups())) >= (10, 3, 4)
 
 
-#: Idle apply connections of this process, one per downstream.  Spark reuses its Python
-#: workers, so a task of the next batch finds the connection of the last: a new one costs
-#: a TCP and (PyMySQL's default) TLS handshake and loading the system's CA certificates,
-#: tens of milliseconds of CPU per batch when following a live upstream.
-_IDLE: dict[Downstream, tuple[Any, float]] = {}
+#: Idle apply connections of this process, per downstream (most recently returned last).
+#: Spark reuses its Python workers, so a task of the next batch finds the connections of
+#: the last: a new one costs a TCP and (PyMySQL's default) TLS handshake and loading the
+#: system's CA certificates, tens of milliseconds of CPU per batch when following a live
+#: upstream.  A worker applying several apply tasks at once (``spark.tasks.apply_lanes``)
+#: keeps one per task, up to ``_KEEP_IDLE``.
+_IDLE: dict[Downstream, list[tuple[Any, float]]] = {}
+_KEEP_IDLE = 8
 #: A connection idle longer than this (seconds) is pinged before it is lent again (the
 #: server may have closed it: wait_timeout, a restart).  One returned sooner is lent as it
 #: is: a round trip per batch saved, and if the server went away meanwhile, the first
@@ -114,19 +117,32 @@ _IDLE: dict[Downstream, tuple[Any, float]] = {}
 _PING_AFTER = 1.0
 
 
-@contextlib.contextmanager
-def pooled_connection(downstream: Downstream) -> Iterator[Any]:
-    """A connection from :meth:`Downstream.connect`, kept for the next caller of this
-    process when the block ends normally (no transaction is left open by the appliers),
-    closed when it raises."""
-    conn, returned = _IDLE.pop(downstream, (None, 0.0))
-    if conn is not None and time.monotonic() - returned > _PING_AFTER:
+def _take_idle(downstream: Downstream) -> Any:
+    idle = _IDLE.get(downstream)
+    while idle:
+        try:
+            conn, returned = idle.pop()
+        except IndexError:  # another thread took the last one
+            break
+        if time.monotonic() - returned <= _PING_AFTER:
+            return conn
         try:
             conn.ping(reconnect=False)
         except pymysql.MySQLError:
             with contextlib.suppress(Exception):
                 conn.close()
-            conn = None
+            continue
+        return conn
+    return None
+
+
+@contextlib.contextmanager
+def pooled_connection(downstream: Downstream) -> Iterator[Any]:
+    """A connection from :meth:`Downstream.connect`, kept for the next caller of this
+    process when the block ends normally (no transaction is left open by the appliers),
+    closed when it raises.  Safe to use from several threads (list operations are atomic
+    under the GIL)."""
+    conn = _take_idle(downstream)
     if conn is None:
         conn = downstream.connect()
     try:
@@ -135,11 +151,15 @@ def pooled_connection(downstream: Downstream) -> Iterator[Any]:
         with contextlib.suppress(Exception):
             conn.close()
         raise
-    old, _ = _IDLE.pop(downstream, (None, 0.0))
-    if old is not None:
+    idle = _IDLE.setdefault(downstream, [])
+    idle.append((conn, time.monotonic()))
+    while len(idle) > _KEEP_IDLE:
+        try:
+            old, _ = idle.pop(0)
+        except IndexError:
+            break
         with contextlib.suppress(Exception):
             old.close()
-    _IDLE[downstream] = (conn, time.monotonic())
 
 
 

@@ -79,10 +79,12 @@ from binrelay.spark.tasks import (
     apply_alone,
     apply_here,
     apply_if_simple,
+    apply_lanes,
     apply_task,
     apply_with_checkpoint,
     compacted,
     identity,
+    lanes,
 )
 from binrelay.spark.workers import warm_up
 
@@ -630,15 +632,18 @@ class SyncPipeline:
                 lambda segs: apply_alone(alone, relay_dir, segs)).collect()
             return self._counted(counts)
         source = sc.parallelize(segments, len(segments))
+        # Records stay keyed by apply task; a Spark task per slot applies its apply tasks
+        # at once (apply_lanes): ``tasks`` connections write, whatever the slots.
+        width = lanes(tasks, sc.defaultParallelism)
         shuffled = (source.mapPartitions(lambda segs: compacted(relay_dir, segs, tasks, rules))
-                    .partitionBy(tasks, identity))
+                    .partitionBy(width, identity))
         # One job when no table can need replaying in order (each task sees that from every
         # partition's flags and applies at once); otherwise the first job only finds the
         # ordered tables and a second one applies.  The second reuses the first's shuffle
         # files: the partitions are not decoded again.
         ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks, rules=rules)
-        first = shuffled.values().mapPartitionsWithIndex(
-            lambda i, items: apply_if_simple(ctx, i, items)).collect()
+        first = shuffled.mapPartitions(
+            lambda items: apply_lanes(apply_if_simple, ctx, items)).collect()
         if all(kind == "applied" for kind, _r, _k in first):
             return self._counted([ops for _kind, ops, _k in first])
         ordered: dict[TableRef, str] = {}
@@ -655,11 +660,11 @@ class SyncPipeline:
             kept = shuffled.filter(lambda kv: record_table(kv[1]) not in redo)
             again = source.flatMap(task_errors(
                 lambda seg: raw_records(relay_dir, seg, tasks, redo, rules)))
-            routed = kept.union(again).partitionBy(tasks, identity)
+            routed = kept.union(again).partitionBy(width, identity)
         ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
                           frozenset(ordered), rules)
-        counts = routed.values().mapPartitionsWithIndex(
-            lambda i, items: apply_task(ctx, i, items)).collect()
+        counts = routed.mapPartitions(
+            lambda items: apply_lanes(apply_task, ctx, items)).collect()
         return self._counted(counts)
 
     def _on_driver(self, size: int) -> bool:

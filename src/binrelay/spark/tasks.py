@@ -5,7 +5,8 @@ state.  Each applies or compacts its share and returns what the driver needs to 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +118,40 @@ def apply_if_simple(ctx: TaskContext, index: int, records: Iterator[Record]
         return
     for reasons, keyed in ordered_tables(local):
         yield "ordered", reasons, keyed
+
+
+def lanes(tasks: int, slots: int) -> int:
+    """How many Spark tasks carry a batch's ``tasks`` apply tasks when Spark runs ``slots``
+    tasks at once: each then applies its share concurrently (:func:`apply_lanes`)."""
+    return max(1, min(tasks, slots))
+
+
+@task_errors
+def apply_lanes(step: Callable[[TaskContext, int, Iterator[Record]], Iterator[Any]],
+                ctx: TaskContext, items: Iterator[tuple[int, Record]]) -> Iterator[Any]:
+    """One Spark task carrying one or more apply tasks (records keyed by apply task index),
+    each run by ``step`` on its own connection, at once (a thread each).
+
+    An apply task mostly waits on the downstream, yet Spark gives it a whole slot (a core):
+    with ``[sync] tasks`` above the slots (4 tasks on ``local[2]``) only as many would write
+    at a time, and the downstream, whose writes wait on its disk too, would idle.  So the
+    apply stage has one Spark task per slot and ``tasks`` connections in all, as
+    ``[sync] tasks`` says.  If one fails the Spark task fails once all have stopped; those
+    that committed are skipped when it runs again (their ledger claims)."""
+    freeze_heap()
+    by_task: dict[int, list[Record]] = {}
+    for index, record in items:
+        by_task.setdefault(index, []).append(record)
+    if len(by_task) <= 1:
+        for index, records in by_task.items():
+            yield from step(ctx, index, iter(records))
+        return
+    with ThreadPoolExecutor(len(by_task), thread_name_prefix="apply") as pool:
+        running = [pool.submit(lambda i=i, r=r: list(step(ctx, i, iter(r))))
+                   for i, r in sorted(by_task.items())]
+        results = [future.result() for future in running]
+    for result in results:
+        yield from result
 
 
 @task_errors
