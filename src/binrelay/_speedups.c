@@ -11,6 +11,9 @@
  * Also the row scanner's event walk (walk_events; rows/walk.py is its specification): check
  * every event's CRC32 and return only the events the scanner looks at.
  *
+ * And the keyed apply path's multi-row statements (render_rows; apply/sql.py's
+ * render_rows_python is its specification): row values as SQL literals.
+ *
  * And dump --json's row lines (json_rows; rows/jsondump.py is its specification): the JSON
  * text of a rows event's images for the common column types, without a Python object per
  * value.
@@ -1089,6 +1092,176 @@ static PyObject *json_rows(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromSsize_t(stop);
 }
 
+/* ---- the keyed path's multi-row statements (apply/sql.py's render_rows_python is the
+ * specification): rows rendered as SQL literals exactly as PyMySQL escapes parameters on a
+ * session with backslash escapes, without a Python string per value.
+ *
+ * render_rows(rows, start, max_rows, max_bytes, bare) -> (end, text): rows[start:end] as
+ * "(v, v), (v, v)" (bare: one-value rows as "v, v"), as many as fit in max_rows rows and
+ * max_bytes bytes of UTF-8 (each row counted with the 2 bytes of its ", "), one at least.
+ */
+static jbuf rb;
+
+static const unsigned char sql_escape[256] = {
+    [0] = '0', ['\n'] = 'n', ['\r'] = 'r', [0x1a] = 'Z', ['\\'] = '\\', ['"'] = '"',
+    ['\''] = '\'',
+};
+
+/* 0, or -1 with an exception set; *ascii cleared when a byte >= 0x80 went out. */
+static int put_sql_value(jbuf *b, PyObject *v, int *ascii)
+{
+    if (v == Py_None) {
+        JB_LIT(b, "NULL");
+        return 0;
+    }
+    if (v == Py_True || v == Py_False) {
+        JB_PUT(b, v == Py_True ? "1" : "0", 1);
+        return 0;
+    }
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        if (!overflow) {
+            char tmp[24];
+            int n = snprintf(tmp, sizeof tmp, "%lld", x);
+            JB_PUT(b, tmp, (size_t)n);
+            return 0;
+        }
+        PyObject *text = PyObject_Str(v);
+        if (text == NULL)
+            return -1;
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+        if (s == NULL || jb_reserve(b, (size_t)n)) {
+            Py_DECREF(text);
+            return -1;
+        }
+        memcpy(b->p + b->len, s, (size_t)n);
+        b->len += (size_t)n;
+        Py_DECREF(text);
+        return 0;
+    }
+    if (PyUnicode_CheckExact(v)) {
+        PyObject *encoded = NULL;
+        const unsigned char *s;
+        Py_ssize_t n;
+        if (PyUnicode_IS_ASCII(v)) {
+            s = PyUnicode_DATA(v);
+            n = PyUnicode_GET_LENGTH(v);
+        } else {
+            encoded = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
+            if (encoded == NULL)
+                return -1;
+            s = (const unsigned char *)PyBytes_AS_STRING(encoded);
+            n = PyBytes_GET_SIZE(encoded);
+            *ascii = 0;
+        }
+        if (jb_reserve(b, 2 * (size_t)n + 2)) {
+            Py_XDECREF(encoded);
+            return -1;
+        }
+        char *o = b->p + b->len;
+        *o++ = '\'';
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = s[i], e = sql_escape[c];
+            if (e) {
+                *o++ = '\\';
+                *o++ = (char)e;
+            } else {
+                *o++ = (char)c;
+            }
+        }
+        *o++ = '\'';
+        b->len = (size_t)(o - b->p);
+        Py_XDECREF(encoded);
+        return 0;
+    }
+    if (PyBytes_CheckExact(v) || PyByteArray_CheckExact(v)) {
+        const unsigned char *s = (const unsigned char *)(PyBytes_CheckExact(v)
+            ? PyBytes_AS_STRING(v) : PyByteArray_AS_STRING(v));
+        Py_ssize_t n = PyBytes_CheckExact(v) ? PyBytes_GET_SIZE(v) : PyByteArray_GET_SIZE(v);
+        if (jb_reserve(b, 2 * (size_t)n + 3))
+            return -1;
+        char *o = b->p + b->len;
+        *o++ = 'X';
+        *o++ = '\'';
+        for (Py_ssize_t i = 0; i < n; i++) {
+            *o++ = hexdigits[s[i] >> 4];
+            *o++ = hexdigits[s[i] & 15];
+        }
+        *o++ = '\'';
+        b->len = (size_t)(o - b->p);
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "not a row value for a multi-row statement: %s",
+                 Py_TYPE(v)->tp_name);
+    return -1;
+}
+
+static int rb_put(const char *s, size_t n)
+{
+    JB_PUT(&rb, s, n);
+    return 0;
+}
+
+static PyObject *render_rows(PyObject *self, PyObject *args)
+{
+    PyObject *rows;
+    Py_ssize_t start, max_rows, max_bytes;
+    int bare;
+    if (!PyArg_ParseTuple(args, "O!nnnp", &PyList_Type, &rows, &start, &max_rows, &max_bytes,
+                          &bare))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(rows);
+    if (start < 0 || start > count) {
+        PyErr_SetString(PyExc_IndexError, "render_rows: start out of range");
+        return NULL;
+    }
+    rb.len = 0;
+    int ascii = 1;
+    Py_ssize_t i = start;
+    size_t size = 0;
+    for (; i < count; i++) {
+        if (i > start && i - start >= max_rows)
+            break;
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "render_rows: a row is not a tuple");
+            return NULL;
+        }
+        size_t mark = rb.len;
+        if (i > start && rb_put(", ", 2))
+            return NULL;
+        size_t begin = rb.len;
+        Py_ssize_t width = bare ? 1 : PyTuple_GET_SIZE(row);
+        if (!bare && rb_put("(", 1))
+            return NULL;
+        for (Py_ssize_t j = 0; j < width; j++) {
+            if (j && rb_put(", ", 2))
+                return NULL;
+            if (put_sql_value(&rb, PyTuple_GET_ITEM(row, j), &ascii))
+                return NULL;
+        }
+        if (!bare && rb_put(")", 1))
+            return NULL;
+        size_t row_size = 2 + (rb.len - begin);
+        if (i > start && size + row_size > (size_t)(max_bytes < 0 ? 0 : max_bytes)) {
+            rb.len = mark; /* the next statement's first row */
+            break;
+        }
+        size += row_size;
+    }
+    PyObject *text = ascii ? PyUnicode_New((Py_ssize_t)rb.len, 127)
+                           : PyUnicode_DecodeUTF8(rb.p, (Py_ssize_t)rb.len, "surrogateescape");
+    if (text == NULL)
+        return NULL;
+    if (ascii)
+        memcpy(PyUnicode_DATA(text), rb.p, rb.len);
+    return Py_BuildValue("(nN)", i, text);
+}
+
 static PyObject *py_crc32(PyObject *self, PyObject *args)
 {
     Py_buffer data;
@@ -1106,6 +1279,8 @@ static PyMethodDef methods[] = {
     {"hop_frames", hop_frames, METH_VARARGS,
      "The planner's walk over one buffer (binlog/framing.py's hop_frames_python)."},
     {"crc32", py_crc32, METH_VARARGS, "CRC32 (IEEE), as zlib.crc32(data)."},
+    {"render_rows", render_rows, METH_VARARGS,
+     "Rows as SQL literals for a multi-row statement (apply/sql.py's render_rows_python)."},
     {"json_rows", (PyCFunction)(void (*)(void))json_rows, METH_FASTCALL,
      "The JSON lines of one rows event's rows (rows/jsondump.py)."},
     {NULL, NULL, 0, NULL},
@@ -1113,8 +1288,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "binrelay._speedups",
-    "Hot loops in C; relay/hotloop.py, rows/walk.py, rows/jsondump.py and binlog/framing.py "
-    "hold the Python specifications.", -1, methods,
+    "Hot loops in C; relay/hotloop.py, rows/walk.py, rows/jsondump.py, binlog/framing.py and "
+    "apply/sql.py hold the Python specifications.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__speedups(void)

@@ -128,26 +128,52 @@ def value_size(value: Any) -> int:
     return 24
 
 
-def _rendered(
-    rows: Sequence[tuple[Any, ...]], max_rows: int, max_bytes: int, *, bare: bool = False,
-) -> Iterable[tuple[int, int, str]]:
-    """``[start, end)`` slices of ``rows`` rendered as SQL (``(v1, v2), (v1, v2)``; with
-    ``bare``, one-value rows as ``v, v``): at most ``max_rows`` rows and ``max_bytes`` bytes
-    of UTF-8 each (one row per statement at least, however big)."""
-    start, size = 0, 0
+def render_rows_python(rows: list[tuple[Any, ...]], start: int, max_rows: int,
+                       max_bytes: int, bare: bool) -> tuple[int, str]:
+    """``(end, text)``: ``rows[start:end]`` as SQL (``(v1, v2), (v1, v2)``; with ``bare``,
+    one-value rows as ``v, v``, the first value of each), as many rows as fit in
+    ``max_rows`` rows and ``max_bytes`` bytes of UTF-8, each counted with the two bytes
+    of its separator; one row at least, however big.
+
+    The specification of ``binrelay._speedups.render_rows`` (C), which renders the same
+    bytes without a Python string per value; a test runs both."""
+    size = 0
     parts: list[str] = []
-    for i, row in enumerate(rows):
+    end = start
+    for row in rows[start:]:
+        if parts and end - start >= max_rows:
+            break
         text = sql_literal(row[0]) if bare else "(" + ", ".join(map(sql_literal, row)) + ")"
         # Exact for ASCII (the common case, answered without a scan); else the UTF-8 size.
         row_size = 2 + (len(text) if text.isascii()
                         else len(text.encode("utf-8", "surrogateescape")))
-        if parts and (i - start >= max_rows or size + row_size > max_bytes):
-            yield start, i, ", ".join(parts)
-            start, size, parts = i, 0, []
+        if parts and size + row_size > max_bytes:
+            break
         parts.append(text)
         size += row_size
-    if parts:
-        yield start, len(rows), ", ".join(parts)
+        end += 1
+    return end, ", ".join(parts)
+
+
+try:
+    from binrelay._speedups import render_rows as render_rows_c
+except ImportError:  # pragma: no cover - depends on the build
+    render_rows_c = None
+
+render_rows = render_rows_c or render_rows_python
+
+
+def _rendered(
+    rows: Sequence[tuple[Any, ...]], max_rows: int, max_bytes: int, *, bare: bool = False,
+) -> Iterable[tuple[int, int, str]]:
+    """``[start, end)`` slices of ``rows`` rendered as SQL, in bounded statements
+    (:func:`render_rows`)."""
+    rows = rows if isinstance(rows, list) else list(rows)
+    start = 0
+    while start < len(rows):
+        end, text = render_rows(rows, start, max_rows, max_bytes, bare)
+        yield start, end, text
+        start = end
 
 
 def replace_rows(

@@ -367,30 +367,42 @@ def simple(records: list[Record]) -> bool:
 
 def merge(records: Iterable[Record]) -> tuple[list[KeyedOp], list[Change], dict[str, int]]:
     """One apply task's records: the keyed survivors over all partitions (latest position
-    per key; deletes before upserts at one position), the raw changes, and the op counts."""
-    best: dict[tuple[TableRef, tuple[Any, ...]], Record] = {}
+    per key; in no particular order: the statements order them, ``applier``), the raw
+    changes, and the op counts."""
+    # Per table, key -> record.  A table is found by its shape object's id first (records
+    # unpickled together share one): hashing a TableRef per record cost more than the rest
+    # of the loop.  The shapes are kept, so that no id is reused meanwhile.
+    by_ref: dict[TableRef, dict[tuple[Any, ...], Record]] = {}
+    by_shape: dict[int, dict[tuple[Any, ...], Record]] = {}
+    shapes: list[Shape] = []
     raw: list[Change] = []
     ops: dict[str, int] = {}
     for record in records:
         kind = record[0]
         if kind == KEYED:
-            slot = (record[1][0], record[2])
-            seen = best.get(slot)
+            shape = record[1]
+            best = by_shape.get(id(shape))
+            if best is None:
+                best = by_ref.setdefault(shape[0], {})
+                by_shape[id(shape)] = best
+                shapes.append(shape)
+            k = record[2]
+            seen = best.get(k)
             if seen is None or seen[3] < record[3]:
-                if seen is not None and seen[1] != record[1]:
+                if seen is not None and seen[1] is not shape and seen[1] != shape:
                     raise ChangeError("the table's columns or key change within one batch",
-                                      table=str(slot[0]), position=record[3])
-                best[slot] = record
+                                      table=str(shape[0]), position=record[3])
+                best[k] = record
         elif kind == RAW:
             raw.append(record[1])
         elif kind == STATS:
             for op, n in record[1].items():
                 ops[op] = ops.get(op, 0) + n
     keyed: list[KeyedOp] = []
-    for _kind, (ref, columns, key), k, position, row in best.values():
-        if row is None:
-            keyed.append(Delete(ref, tuple(columns[i] for i in key), k, position))
-        else:
-            keyed.append(Upsert(ref, columns, key, row, position))
-    keyed.sort(key=lambda op: (op.position, isinstance(op, Upsert)))
+    for best in by_ref.values():
+        for _kind, (ref, columns, key), k, position, row in best.values():
+            if row is None:
+                keyed.append(Delete(ref, tuple(columns[i] for i in key), k, position))
+            else:
+                keyed.append(Upsert(ref, columns, key, row, position))
     return keyed, raw, ops
