@@ -6,6 +6,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,7 +93,8 @@ def pipeline_config(path: Path, upstream, relay_dir: Path, downstream, **sync) -
               "partition-bytes": 128 * 1024, "driver-batch-bytes": 0, **sync})
 
 
-def test_sysbench_with_ddl_converges(spark, pipeline_env, tmp_path: Path) -> None:
+def test_sysbench_with_ddl_converges(spark, pipeline_env, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
     upstream, downstream, relay_dir, config_path = pipeline_env
     relay = RelayProcess(config_path, tmp_path / "relay.log")
     try:
@@ -101,9 +103,22 @@ def test_sysbench_with_ddl_converges(spark, pipeline_env, tmp_path: Path) -> Non
     finally:
         assert relay.stop() == 0
     config = load_config(config_path)
+    # Batches of rows that Spark applies have the next one planned meanwhile, in the
+    # planner's thread; every start is planned once.
+    planned: list[tuple[str, Any]] = []
+    plan = SyncPipeline._plan
+
+    def spy(self, view, start, end_limit, max_bytes):
+        planned.append((threading.current_thread().name, start))
+        return plan(self, view, start, end_limit, max_bytes)
+
+    monkeypatch.setattr(SyncPipeline, "_plan", spy)
     stats = SyncPipeline(config, spark=spark).run(until_caught_up=True)
     assert stats.batches > 3 and stats.ddl >= 8
     assert_ddl_workload_converged(upstream, downstream)
+    ahead = [start for name, start in planned if name.startswith("plan")]
+    assert len(ahead) >= 2, planned
+    assert len({start for _n, start in planned}) == len(planned) == stats.batches
 
 
 def test_recover_after_a_crash_mid_batch_without_the_upstream(pipeline_env,
