@@ -97,6 +97,43 @@ def test_a_spark_task_applies_its_apply_tasks_at_once() -> None:
     assert list(apply_lanes(step, None, iter([(2, ("x",))]))) == [{"index": 2, "records": 1}]
 
 
+def test_tasks_run_with_the_collector_paused() -> None:
+    """``paused_gc``: off inside (an apply task's lanes see it off), on again only when the
+    last concurrent pause ends, and left off if it was off before."""
+    import gc
+    import threading
+
+    from binrelay.spark.tasks import apply_lanes, paused_gc
+
+    assert gc.isenabled()
+    seen = []
+    inside = threading.Barrier(2, timeout=10)
+
+    def step(ctx: object, index: int, records):
+        list(records)
+        with paused_gc():
+            inside.wait()
+            seen.append(gc.isenabled())
+        inside.wait()  # one lane has left its pause, the other has too: still inside
+        seen.append(gc.isenabled())
+        yield index
+
+    assert list(apply_lanes(step, None, iter([(0, "a"), (1, "b")]))) == [0, 1]
+    assert seen == [False] * 4 and gc.isenabled()
+    with paused_gc():
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_ordered_tables_sees_raw_tables_and_keys_that_fold_together() -> None:
     ci = TableRef("db", "ci")
     nokey = TableRef("db", "nk")

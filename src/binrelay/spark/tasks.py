@@ -4,7 +4,9 @@ state.  Each applies or compacts its share and returns what the driver needs to 
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,6 +53,46 @@ def freeze_heap() -> None:
         _heap_frozen = True
 
 
+_pauses = 0
+_pauses_lock = threading.Lock()
+_was_enabled = True
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic collector off while a task (or a driver's batch) runs, on again when the
+    last of the process's concurrent ones ends.
+
+    A task builds millions of tuples (records, images, values) that form no cycles, and
+    keeps them until it ends; the collector's oldest generation is walked whenever the
+    objects alive grew by a quarter, each time all of them: py-spy put 50 % of an apply
+    task's samples under what allocated when it ran (unpickling the shuffle, building
+    the ops).  Reference counting still frees everything as usual; PySpark's daemon
+    collects after each task.
+    """
+    global _pauses, _was_enabled
+    with _pauses_lock:
+        if _pauses == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        with _pauses_lock:
+            _pauses -= 1
+            if _pauses == 0 and _was_enabled:
+                gc.enable()
+
+
+@contextlib.contextmanager
+def task_heap() -> Iterator[None]:
+    """What every Spark task runs in: :func:`freeze_heap`, then :func:`paused_gc`."""
+    freeze_heap()
+    with paused_gc():
+        yield
+
+
 
 @dataclass(frozen=True)
 class TaskContext:
@@ -70,8 +112,8 @@ def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
                ) -> Iterator[dict[str, int]]:
     """One apply task: the net effect of its keys (and its ordered tables, whole), each part
     in one downstream transaction."""
-    freeze_heap()
-    yield from apply_records(ctx, index, records)
+    with task_heap():
+        yield from apply_records(ctx, index, records)
 
 
 def apply_records(ctx: TaskContext, index: int, records: Iterator[Record]
@@ -110,14 +152,14 @@ def apply_if_simple(ctx: TaskContext, index: int, records: Iterator[Record]
                     ) -> Iterator[tuple[str, Any, Any]]:
     """The first job's task: apply at once when the batch is simple (``compact.simple``),
     else only report this task's ordered tables and compacted tables, applying nothing."""
-    freeze_heap()
-    local = list(records)
-    if simple(local):
-        for ops in apply_records(ctx, index, iter(local)):
-            yield "applied", ops, None
-        return
-    for reasons, keyed in ordered_tables(local):
-        yield "ordered", reasons, keyed
+    with task_heap():
+        local = list(records)
+        if simple(local):
+            for ops in apply_records(ctx, index, iter(local)):
+                yield "applied", ops, None
+            return
+        for reasons, keyed in ordered_tables(local):
+            yield "ordered", reasons, keyed
 
 
 def lanes(tasks: int, slots: int) -> int:
@@ -138,18 +180,19 @@ def apply_lanes(step: Callable[[TaskContext, int, Iterator[Record]], Iterator[An
     apply stage has one Spark task per slot and ``tasks`` connections in all, as
     ``[sync] tasks`` says.  If one fails the Spark task fails once all have stopped; those
     that committed are skipped when it runs again (their ledger claims)."""
-    freeze_heap()
-    by_task: dict[int, list[Record]] = {}
-    for index, record in items:
-        by_task.setdefault(index, []).append(record)
-    if len(by_task) <= 1:
-        for index, records in by_task.items():
-            yield from step(ctx, index, iter(records))
-        return
-    with ThreadPoolExecutor(len(by_task), thread_name_prefix="apply") as pool:
-        running = [pool.submit(lambda i=i, r=r: list(step(ctx, i, iter(r))))
-                   for i, r in sorted(by_task.items())]
-        results = [future.result() for future in running]
+    with task_heap():
+        by_task: dict[int, list[Record]] = {}
+        for index, record in items:
+            by_task.setdefault(index, []).append(record)
+        if len(by_task) <= 1:
+            results = [list(step(ctx, i, iter(r))) for i, r in by_task.items()]
+        else:
+            with ThreadPoolExecutor(len(by_task), thread_name_prefix="apply") as pool:
+                running = [pool.submit(lambda i=i, r=r: list(step(ctx, i, iter(r))))
+                           for i, r in sorted(by_task.items())]
+                results = [future.result() for future in running]
+        # Freed here, by reference counting, not walked by the collector once it is on.
+        by_task.clear()
     for result in results:
         yield from result
 
@@ -159,8 +202,8 @@ def apply_alone(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
                 ) -> Iterator[dict[str, int]]:
     """A small batch in one Spark task: compact, decide the ordered tables and apply, with
     no shuffle and one job instead of two (what keeps streaming lag low)."""
-    freeze_heap()
-    yield from apply_here(ctx, relay_dir, segments)
+    with task_heap():
+        yield from apply_here(ctx, relay_dir, segments)
 
 
 def apply_here(ctx: TaskContext, relay_dir: str, segments: Iterator[Any]
@@ -176,11 +219,14 @@ def apply_with_checkpoint(ctx: TaskContext, relay_dir: str, segments: list[Any],
     to its end, in one downstream transaction (the driver's batches: see
     ``apply_parts_with_checkpoint``); what it counted, or None when the checkpoint was at
     the batch's end already (nothing done)."""
-    alone, records = _alone(ctx, relay_dir, segments)
-    parts, ops = _parts(alone, 0, iter(records))
-    with pooled_connection(ctx.downstream) as conn:
-        done = apply_parts_with_checkpoint(conn, parts, update,
-                                           max_packet=ctx.rules.max_allowed_packet)
+    with paused_gc():
+        alone, records = _alone(ctx, relay_dir, segments)
+        parts, ops = _parts(alone, 0, iter(records))
+        del records
+        with pooled_connection(ctx.downstream) as conn:
+            done = apply_parts_with_checkpoint(conn, parts, update,
+                                               max_packet=ctx.rules.max_allowed_packet)
+        del parts  # (see apply_lanes)
     return ops if done else None
 
 
@@ -206,9 +252,9 @@ def _alone(ctx: TaskContext, relay_dir: str, segments: Iterable[Any]
 def compacted(relay_dir: str, segments: Iterator[Any], tasks: int, rules: TableRules
               ) -> Iterator[tuple[int, Record]]:
     """A read task: its partitions compacted (``compact_segment``), keyed by apply task."""
-    freeze_heap()
-    for segment in segments:
-        yield from compact_segment(relay_dir, segment, tasks, rules)
+    with task_heap():
+        for segment in segments:
+            yield from compact_segment(relay_dir, segment, tasks, rules)
 
 
 def identity(key: int) -> int:
