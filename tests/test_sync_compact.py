@@ -66,7 +66,7 @@ def test_a_spark_task_applies_its_apply_tasks_at_once() -> None:
     with only its own records; one failing fails the Spark task, after the others stop."""
     import threading
 
-    from binrelay.spark.tasks import apply_lanes, lanes
+    from binrelay.spark.tasks import apply_lanes, lanes, packed
 
     assert [lanes(4, s) for s in (1, 2, 4, 8)] == [1, 2, 4, 4] and lanes(1, 8) == 1
     barrier = threading.Barrier(3, timeout=10)  # only passes if all three run at once
@@ -83,18 +83,38 @@ def test_a_spark_task_applies_its_apply_tasks_at_once() -> None:
 
     items = [(7, ("a",)), (3, ("b",)), (7, ("c",)), (5, ("d",))]
     fail = False
-    out = list(apply_lanes(step, None, iter(items)))
+    out = list(apply_lanes(step, None, packed(items, per=1)))
     assert out == [{"index": 3, "records": 1}, {"index": 5, "records": 1},
                    {"index": 7, "records": 2}]
     assert seen == {7: [("a",), ("c",)], 3: [("b",)], 5: [("d",)]}
     fail, finished[:] = True, []
     barrier.reset()
     with pytest.raises(ChangeError, match="lane 7 broke"):
-        list(apply_lanes(step, None, iter(items)))
+        list(apply_lanes(step, None, packed(items)))
     assert sorted(finished) == [3, 5]
     # One apply task: run in the calling thread, no pool.
     barrier = threading.Barrier(1)
-    assert list(apply_lanes(step, None, iter([(2, ("x",))]))) == [{"index": 2, "records": 1}]
+    assert list(apply_lanes(step, None, packed([(2, ("x",))]))) == [{"index": 2, "records": 1}]
+
+
+def test_the_shuffle_carries_records_packed_per_apply_task() -> None:
+    """``packed``: per apply task, lists of at most ``per`` records pickled together, in
+    their order; ``unpacked`` gives the pairs back; ``kept`` drops tables."""
+    import pickle
+
+    from binrelay.spark.tasks import kept, packed, unpacked
+
+    other = (TableRef("db", "u"), ("id",), (0,))
+    pairs = [(i % 3, _keyed((i,), (1, 1, i, 0), (i, "v"))) for i in range(10)]
+    pairs.append((1, (KEYED, other, (5,), (1, 1, 50, 0), (5,))))
+    out = list(packed(pairs, per=2))
+    assert all(len(pickle.loads(blob)) <= 2 for _t, blob in out)
+    assert sorted(unpacked(out), key=lambda p: p[1][3]) == sorted(pairs, key=lambda p: p[1][3])
+    for target in range(3):
+        mine = [r for t, r in unpacked(out) if t == target]
+        assert mine == [r for t, r in pairs if t == target]
+    left = list(unpacked(kept(iter(out), {TableRef("db", "u")})))
+    assert sorted(left, key=lambda p: p[1][3]) == sorted(pairs[:10], key=lambda p: p[1][3])
 
 
 def test_tasks_run_with_the_collector_paused() -> None:
@@ -103,7 +123,7 @@ def test_tasks_run_with_the_collector_paused() -> None:
     import gc
     import threading
 
-    from binrelay.spark.tasks import apply_lanes, paused_gc
+    from binrelay.spark.tasks import apply_lanes, packed, paused_gc
 
     assert gc.isenabled()
     seen = []
@@ -118,7 +138,7 @@ def test_tasks_run_with_the_collector_paused() -> None:
         seen.append(gc.isenabled())
         yield index
 
-    assert list(apply_lanes(step, None, iter([(0, "a"), (1, "b")]))) == [0, 1]
+    assert list(apply_lanes(step, None, packed([(0, "a"), (1, "b")]))) == [0, 1]
     assert seen == [False] * 4 and gc.isenabled()
     with paused_gc():
         with paused_gc():

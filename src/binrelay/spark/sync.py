@@ -63,7 +63,6 @@ from binrelay.relay.relaydir import RelayView, earliest
 from binrelay.relay.watch import ChangeWaiter
 from binrelay.spark.compact import (
     raw_records,
-    record_table,
 )
 from binrelay.spark.decode import xa_committed
 from binrelay.spark.failures import spark_failures, task_errors
@@ -85,7 +84,9 @@ from binrelay.spark.tasks import (
     apply_with_checkpoint,
     compacted,
     identity,
+    kept,
     lanes,
+    packed,
 )
 from binrelay.spark.workers import warm_up
 
@@ -698,10 +699,12 @@ class SyncPipeline:
             log.info("replaying tables in relay order", extra={
                 "batch": batch_id, "tables": ", ".join(map(str, sorted(redo))),
                 "reasons": "; ".join(sorted(set(redo.values())))})
-            kept = shuffled.filter(lambda kv: record_table(kv[1]) not in redo)
-            again = source.flatMap(task_errors(
-                lambda seg: raw_records(relay_dir, seg, tasks, redo, rules)))
-            routed = kept.union(again).partitionBy(width, identity)
+            rest = shuffled.mapPartitions(lambda items: kept(items, redo))
+            again = source.mapPartitions(task_errors(
+                lambda segs: packed(pair for seg in segs
+                                    for pair in raw_records(relay_dir, seg, tasks, redo,
+                                                            rules))))
+            routed = rest.union(again).partitionBy(width, identity)
         ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
                           frozenset(ordered), rules)
         counts = routed.mapPartitions(

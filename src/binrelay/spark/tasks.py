@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import pickle
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -182,8 +183,11 @@ def apply_lanes(step: Callable[[TaskContext, int, Iterator[Record]], Iterator[An
     that committed are skipped when it runs again (their ledger claims)."""
     with task_heap():
         by_task: dict[int, list[Record]] = {}
-        for index, record in items:
-            by_task.setdefault(index, []).append(record)
+        for index, blob in items:
+            records = by_task.get(index)
+            if records is None:
+                records = by_task[index] = []
+            records.extend(pickle.loads(blob))
         if len(by_task) <= 1:
             results = [list(step(ctx, i, iter(r))) for i, r in by_task.items()]
         else:
@@ -193,6 +197,7 @@ def apply_lanes(step: Callable[[TaskContext, int, Iterator[Record]], Iterator[An
                 results = [future.result() for future in running]
         # Freed here, by reference counting, not walked by the collector once it is on.
         by_task.clear()
+        records = None
     for result in results:
         yield from result
 
@@ -251,11 +256,50 @@ def _alone(ctx: TaskContext, relay_dir: str, segments: Iterable[Any]
 @task_errors
 def compacted(relay_dir: str, segments: Iterator[Any], tasks: int, rules: TableRules
               ) -> Iterator[tuple[int, Record]]:
-    """A read task: its partitions compacted (``compact_segment``), keyed by apply task."""
+    """A read task: its partitions compacted (``compact_segment``), keyed by apply task,
+    :func:`packed`."""
     with task_heap():
-        for segment in segments:
-            yield from compact_segment(relay_dir, segment, tasks, rules)
+        yield from packed(pair for segment in segments
+                          for pair in compact_segment(relay_dir, segment, tasks, rules))
 
 
 def identity(key: int) -> int:
     return key
+
+
+#: Records per packed shuffle element (:func:`packed`).
+PACK = 2000
+
+
+def packed(pairs: Iterable[tuple[int, Record]], per: int = PACK
+           ) -> Iterator[tuple[int, bytes]]:
+    """``(apply task, record)`` pairs as ``(apply task, pickled list of records)``: what
+    the shuffle carries.  PySpark's partitionBy handles each element in Python (its
+    partition function, a list append, cloudpickle's per-container hook): per record that
+    cost more than decoding and compacting it (py-spy); per thousands of records, once,
+    and the records are pickled by the C pickler."""
+    buffers: dict[int, list[Record]] = {}
+    for target, record in pairs:
+        buffer = buffers.get(target)
+        if buffer is None:
+            buffer = buffers[target] = []
+        buffer.append(record)
+        if len(buffer) >= per:
+            yield target, pickle.dumps(buffer, pickle.HIGHEST_PROTOCOL)
+            buffer.clear()
+    for target, buffer in buffers.items():
+        if buffer:
+            yield target, pickle.dumps(buffer, pickle.HIGHEST_PROTOCOL)
+
+
+def unpacked(items: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, Record]]:
+    """:func:`packed`'s pairs again."""
+    for target, blob in items:
+        for record in pickle.loads(blob):
+            yield target, record
+
+
+@task_errors
+def kept(items: Iterator[tuple[int, bytes]], redo: Any) -> Iterator[tuple[int, bytes]]:
+    """Packed pairs without the records of the tables in ``redo`` (decoded again, raw)."""
+    return packed((t, r) for t, r in unpacked(items) if record_table(r) not in redo)
