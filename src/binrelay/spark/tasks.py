@@ -171,9 +171,10 @@ def lanes(tasks: int, slots: int) -> int:
 
 @task_errors
 def apply_lanes(step: Callable[[TaskContext, int, Iterator[Record]], Iterator[Any]],
-                ctx: TaskContext, items: Iterator[tuple[int, Record]]) -> Iterator[Any]:
-    """One Spark task carrying one or more apply tasks (records keyed by apply task index),
-    each run by ``step`` on its own connection, at once (a thread each).
+                ctx: TaskContext, items: Iterator[tuple[int, bytes]]) -> Iterator[Any]:
+    """One Spark task carrying one or more apply tasks (their records :func:`packed`, keyed
+    by apply task index), each run by ``step`` on its own connection, at once (a thread
+    each).
 
     An apply task mostly waits on the downstream, yet Spark gives it a whole slot (a core):
     with ``[sync] tasks`` above the slots (4 tasks on ``local[2]``) only as many would write
