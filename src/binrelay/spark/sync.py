@@ -61,9 +61,7 @@ from binrelay.position import Position
 from binrelay.relay import consumers
 from binrelay.relay.relaydir import RelayView, earliest
 from binrelay.relay.watch import ChangeWaiter
-from binrelay.spark.compact import (
-    raw_records,
-)
+from binrelay.spark.compact import raw_records
 from binrelay.spark.decode import xa_committed
 from binrelay.spark.failures import spark_failures, task_errors
 from binrelay.spark.planning import (
