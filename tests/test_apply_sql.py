@@ -47,6 +47,16 @@ def conn(server: MariaDBServer) -> Iterator[Any]:
         connection.close()
 
 
+@pytest.fixture(params=[False, True], ids=["plain", "scripts"])
+def ddl_conn(server: MariaDBServer, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A plain apply session, and the driver's (USE, context and DDL in one round trip)."""
+    connection = Downstream(server.host, server.port, scripts=request.param).connect()
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
 HOSTILE_SCHEMAS = ["we`ird", "quo'te\"s", "pct%s%%", "ünï 表", "semi;colon--"]
 HOSTILE_COLUMNS = ("id`", "c'q", 'c"d', "c%s", "c 5", "列\\", "select")
 
@@ -168,7 +178,8 @@ DDL_SEQUENCE = [
 ]
 
 
-def test_ddl_replay_is_idempotent(conn: Any, server: MariaDBServer) -> None:
+def test_ddl_replay_is_idempotent(ddl_conn: Any, server: MariaDBServer) -> None:
+    conn = ddl_conn
     for schema, statement, replay_errno in DDL_SEQUENCE:
         if replay_errno is None:
             server.execute(f"{statement.replace('INTO t', 'INTO ddl.t')}")
@@ -190,8 +201,9 @@ def test_ddl_replay_is_idempotent(conn: Any, server: MariaDBServer) -> None:
     ("ddl2", "DROP TABLE keep", None),                   # fine the first time
     ("missing_db", "CREATE TABLE t (a INT)", 1049),
 ])
-def test_ddl_errors_that_are_not_replays(conn: Any, server: MariaDBServer, schema: str,
+def test_ddl_errors_that_are_not_replays(ddl_conn: Any, server: MariaDBServer, schema: str,
                                          statement: str, errno: int | None) -> None:
+    conn = ddl_conn
     server.execute("CREATE DATABASE IF NOT EXISTS ddl2")
     server.execute("CREATE TABLE IF NOT EXISTS ddl2.keep (a INT)")
     if errno is None:

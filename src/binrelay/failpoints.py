@@ -14,9 +14,15 @@ import os
 import signal
 from pathlib import Path
 
-__all__ = ["hit"]
+__all__ = ["armed", "hit"]
 
 _ARMED = frozenset(filter(None, os.environ.get("BINRELAY_FAILPOINTS", "").split(",")))
+
+
+def armed(name: str) -> bool:
+    """Whether a test arms ``name`` (code that would do two steps in one may then keep them
+    apart, so the point between them exists)."""
+    return name in _ARMED
 
 
 def hit(name: str, key: str = "") -> None:

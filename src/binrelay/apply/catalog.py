@@ -34,6 +34,7 @@ from typing import Any
 
 from binrelay.apply.changes import TableRef
 from binrelay.apply.ddl_journal import statement_names
+from binrelay.apply.downstream import ScriptError, run_queries
 from binrelay.apply.sql import ddl_kind
 from binrelay.errors import UnfaithfulApplyError
 
@@ -127,10 +128,7 @@ def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, s
     """
     skip = SYSTEM_SCHEMAS | set(exclude_schemas)
     with conn.cursor() as cur:
-        named: set[TableRef] = set()
-        for statement, schema in statements:
-            named |= _candidates(cur, statement, schema)
-        named = {t for t in named if t.schema not in skip}
+        named = {t for t in _candidates(cur, statements) if t.schema not in skip}
         # Opening a table's definition costs the server a millisecond: only those there.
         there = _existing(cur, sorted(named))
         named |= there  # as the server spells them (lower_case_table_names)
@@ -197,22 +195,30 @@ class _Named:
 def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tuple[
         dict[TableRef, set[str]], dict[TableRef, tuple[str, str]], set[TableRef],
         set[TableRef], list[tuple[TableRef, TableRef]], tuple[Trigger, ...]]:
-    """The catalog's facts :class:`TableRules` holds, for the tables ``where`` selects."""
-
-    def rows(columns: str, view: str, cond: str, schema_col: str, name_col: str, *,
-             children: bool = False) -> list[tuple[Any, ...]]:
-        query = where.select(columns, view, cond, schema_col, name_col, children=children)
-        if query is None:
-            return []
-        cur.execute(*query)
-        return list(cur.fetchall())
-
+    """The catalog's facts :class:`TableRules` holds, for the tables ``where`` selects (in
+    one round trip on a connection that runs scripts)."""
+    asked = {
+        "columns": where.select(
+            "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, GENERATION_EXPRESSION, DATA_TYPE",
+            "COLUMNS", "IS_GENERATED = 'ALWAYS'", "TABLE_SCHEMA", "TABLE_NAME"),
+        "tables": where.select(
+            "TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE", "TABLES",
+            "TABLE_TYPE IN ('SYSTEM VERSIONED', 'SEQUENCE')", "TABLE_SCHEMA", "TABLE_NAME"),
+        "links": where.select(
+            "CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, REFERENCED_TABLE_NAME",
+            "REFERENTIAL_CONSTRAINTS", "1", "CONSTRAINT_SCHEMA", "TABLE_NAME", children=True),
+        "triggers": where.select(
+            "TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE", "TRIGGERS",
+            "1", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE") if triggers else None}
+    queries = {name: q for name, q in asked.items() if q is not None}
+    try:
+        answers = dict(zip(queries, run_queries(cur, list(queries.values())), strict=True))
+    except ScriptError as exc:
+        raise exc.error from None
     generated: dict[TableRef, set[str]] = {}
     periods: dict[TableRef, dict[str, str]] = {}
     by_trx = set()
-    for schema, table, column, expression, data_type in rows(
-            "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, GENERATION_EXPRESSION, DATA_TYPE",
-            "COLUMNS", "IS_GENERATED = 'ALWAYS'", "TABLE_SCHEMA", "TABLE_NAME"):
+    for schema, table, column, expression, data_type in answers.get("columns", ()):
         ref = TableRef(schema, table)
         if expression in _PERIOD_ENDS:
             periods.setdefault(ref, {})[expression] = column.lower()
@@ -222,9 +228,7 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tu
             generated.setdefault(ref, set()).add(column.lower())
     versioned = {}
     sequences = set()
-    for schema, table, kind in rows(
-            "TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE", "TABLES",
-            "TABLE_TYPE IN ('SYSTEM VERSIONED', 'SEQUENCE')", "TABLE_SCHEMA", "TABLE_NAME"):
+    for schema, table, kind in answers.get("tables", ()):
         ref = TableRef(schema, table)
         if kind == "SEQUENCE":
             sequences.add(ref)
@@ -233,26 +237,27 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tu
         period = periods.get(ref, {})
         versioned[ref] = (period.get("ROW START", "row_start"),
                           period.get("ROW END", "row_end"))
-    links = [(TableRef(a, b), TableRef(c, d)) for a, b, c, d in rows(
-        "CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, REFERENCED_TABLE_NAME",
-        "REFERENTIAL_CONSTRAINTS", "1", "CONSTRAINT_SCHEMA", "TABLE_NAME", children=True)]
-    found = tuple(sorted((Trigger(s, n, TableRef(ts, tt)) for s, n, ts, tt in rows(
-        "TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE", "TRIGGERS",
-        "1", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE")), key=lambda t: (t.schema, t.name))
-    ) if triggers else ()
+    links = [(TableRef(a, b), TableRef(c, d)) for a, b, c, d in answers.get("links", ())]
+    found = tuple(sorted((Trigger(s, n, TableRef(ts, tt))
+                          for s, n, ts, tt in answers.get("triggers", ())),
+                         key=lambda t: (t.schema, t.name)))
     return generated, versioned, by_trx, sequences, links, found
 
 
-def _candidates(cur: Any, statement: str, schema: str | None) -> set[TableRef]:
-    """Every table ``statement`` can name: each of its words in each schema it names that
-    exists (its default schema included); keywords among them only widen the look-up."""
-    words, candidates = statement_names(statement, schema)
-    if not candidates or not words:
+def _candidates(cur: Any, statements: Iterable[tuple[str, str | None]]) -> set[TableRef]:
+    """Every table the ``(statement, default schema)`` pairs can name: each statement's words
+    in each schema it names that exists (its default schema included; as the server spells
+    it); keywords among them only widen the look-up.  One query for all of them."""
+    names = [(words, candidates) for words, candidates in (
+        statement_names(statement, schema) for statement, schema in statements)
+        if words and candidates]
+    if not names:
         return set()
-    marks = ", ".join(["%s"] * len(candidates))
-    cur.execute(f"SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME IN"
-                f" ({marks})", candidates)
-    return {TableRef(s, w) for (s,) in cur.fetchall() for w in words}
+    cur.execute(" UNION ALL ".join(
+        f"SELECT {i}, SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME IN"
+        f" ({', '.join(['%s'] * len(candidates))})" for i, (_w, candidates) in enumerate(names)),
+        [c for _w, candidates in names for c in candidates])
+    return {TableRef(s, w) for i, s in cur.fetchall() for w in names[int(i)][0]}
 
 
 _PERIOD_ENDS = frozenset({"ROW START", "ROW END"})

@@ -15,17 +15,23 @@ import pymysql
 
 from binrelay import failpoints
 from binrelay.apply.ddl_journal import (
+    EVIDENT,
     SKIP,
     DdlJournal,
     catalog_print,
     decide,
     earlier_catalog_print,
+    evident,
 )
 from binrelay.apply.downstream import (
+    Query,
+    ScriptError,
     errno_of,
     in_transaction,
     map_error,
     rollback_quietly,
+    run_queries,
+    runs_scripts,
     server_message,
 )
 from binrelay.apply.sql import (
@@ -76,43 +82,55 @@ def apply_ddl(
     """
     if in_transaction(conn):
         rollback_quietly(conn)  # nothing of a batch may ride on the DDL's implicit commit
-    if journal is not None and position is not None:
-        if _ran_before(conn, journal, schema, statement, position):
-            return DdlResult(False, None, "it ran before the crash (DDL journal)")
-        key = ".".join(map(str, position))
+    if journal is None or position is None:
+        return _run_ddl(conn, schema, statement, replay=replay, position=position,
+                        setup=setup, raw=raw)
+    entry = _ran_before(conn, journal, schema, statement, position)
+    if entry is None:
+        return DdlResult(False, None, "it ran before the crash (DDL journal)")
+    key = ".".join(map(str, position))
+    # The journal row is committed in the DDL's own round trip (the server runs the script
+    # in order, so a crash leaves the same states as two round trips would); apart only
+    # where a test crashes between the two.
+    together = runs_scripts(conn) and not failpoints.armed("ddl-journaled")
+    if not together:
+        _commit_entry(conn, entry, statement, position)
         failpoints.hit("ddl-journaled", key)
-        try:
-            done = _run_ddl(conn, schema, statement, replay=replay, position=position,
-                            setup=setup, raw=raw)
-        except DownstreamError:
-            # The server refused the DDL and undid it: a later run decides afresh.  On a
-            # lost connection this fails too, the row stays, and the catalog decides then.
-            with contextlib.suppress(pymysql.MySQLError), conn.cursor() as cur:
-                journal.forget(cur, position)
-                conn.commit()
-            raise
-        failpoints.hit("ddl-applied", key)
-        return done
-    return _run_ddl(conn, schema, statement, replay=replay, position=position, setup=setup,
-                    raw=raw)
+    try:
+        done = _run_ddl(conn, schema, statement, replay=replay, position=position,
+                        setup=setup, raw=raw, entry=entry if together else None)
+    except DownstreamError:
+        # The server refused the DDL and undid it: a later run decides afresh.  On a
+        # lost connection this fails too, the row stays, and the catalog decides then.
+        with contextlib.suppress(pymysql.MySQLError), conn.cursor() as cur:
+            journal.forget(cur, position)
+            conn.commit()
+        raise
+    failpoints.hit("ddl-applied", key)
+    return done
 
 
 def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: str,
-                position: tuple[int, ...]) -> bool:
-    """True when the journal and the catalog show the DDL ran before a crash; otherwise
-    journal it (committed) and return False."""
+                position: tuple[int, ...]) -> str | None:
+    """None when the journal and the catalog show the DDL ran before a crash; otherwise
+    the statement that journals it (the caller commits it before the DDL runs)."""
     try:
         with conn.cursor() as cur:
+            recorded, verdict, superseded = journal.recorded(cur, position) \
+                if journal.replayed else (None, None, False)
+            if superseded or (verdict == 1 and recorded is not None):
+                conn.commit()
+                log.debug("DDL ran before the crash (a later DDL of the batch was"
+                          " journaled, or the operator said so): not run again", extra={
+                              "position": ".".join(map(str, position)),
+                              "statement": snippet(statement)})
+                return None
+            if evident(statement, schema):
+                # Run again, the server answers whether it ran: no print (most of a DDL's
+                # cost besides the DDL itself), and the row says "run it".
+                return journal.begin_sql(cur, position, EVIDENT, statement, ran=0)
             now = written = catalog_print(cur, statement, schema)
             if journal.replayed:
-                recorded, verdict, superseded = journal.recorded(cur, position)
-                if superseded:
-                    conn.commit()
-                    log.debug("DDL ran before the crash (a later DDL of the batch was"
-                              " journaled): not run again", extra={
-                                  "position": ".".join(map(str, position)),
-                                  "statement": snippet(statement)})
-                    return True
                 if recorded is not None and recorded != now.digest:
                     # Maybe journaled by an earlier release, which printed otherwise:
                     # compare like with like.
@@ -124,34 +142,57 @@ def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: s
                     log.info("DDL ran before the crash: not run again", extra={
                         "position": ".".join(map(str, position)),
                         "statement": snippet(statement)})
-                    return True
-            journal.begin(cur, position, written.digest, statement)
+                    return None
+            return journal.begin_sql(cur, position, written.digest, statement)
+    except pymysql.MySQLError as exc:
+        rollback_quietly(conn)
+        raise _journal_error(exc, statement, position) from None
+
+
+def _commit_entry(conn: Any, entry: str, statement: str, position: tuple[int, ...]) -> None:
+    try:
+        with conn.cursor() as cur:
+            cur.execute(entry)
         conn.commit()
     except pymysql.MySQLError as exc:
         rollback_quietly(conn)
-        raise map_error(exc, f"journaling DDL {snippet(statement)!r}",
-                        position=position) from None
-    return False
+        raise _journal_error(exc, statement, position) from None
+
+
+def _journal_error(exc: BaseException, statement: str,
+                   position: tuple[int, ...]) -> DownstreamError:
+    return map_error(exc, f"journaling DDL {snippet(statement)!r}", position=position)
 
 
 def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
              position: tuple[int, ...] | None, setup: Sequence[str],
-             raw: bytes | None) -> DdlResult:
+             raw: bytes | None, entry: str | None = None) -> DdlResult:
+    """USE, the context, the DDL: one round trip on a connection that runs scripts, led by
+    the journal ``entry`` and its commit when given."""
     kind = ddl_kind(statement)
+    journaled = [entry, "COMMIT"] if entry is not None else []
+    use = ["USE " + quote_ident(schema)] if schema else []
+    # The context's own USE is the one above, which a database-level DDL may do without.
+    context = [sql for sql in setup if not sql.upper().startswith("USE ")]
+    script: list[Query] = [*journaled, *use, *context, statement if raw is None else raw]
     with conn.cursor() as cur:
-        if schema:
-            try:
-                cur.execute("USE " + quote_ident(schema))
-            except pymysql.MySQLError as exc:
-                # A database-level DDL may run where its database is gone (or not yet made).
-                if errno_of(exc) != 1049 or kind.name not in ("create database",
-                                                           "drop database"):
-                    raise _ddl_error(exc, schema, statement, position) from None
         try:
-            for sql in setup:
-                if not sql.upper().startswith("USE "):  # done above, tolerantly
-                    cur.execute(sql)
-            cur.execute(statement if raw is None else raw)
+            try:
+                run_queries(cur, script)
+            except ScriptError as exc:
+                if exc.index < len(journaled):
+                    rollback_quietly(conn)
+                    raise _journal_error(exc.error, statement, position) from None
+                if exc.index >= len(journaled) + len(use):
+                    raise exc.error from None
+                # A database-level DDL may run where its database is gone (or not yet made).
+                if errno_of(exc.error) != 1049 or kind.name not in ("create database",
+                                                                  "drop database"):
+                    raise _ddl_error(exc.error, schema, statement, position) from None
+                try:
+                    run_queries(cur, script[len(journaled) + len(use):])
+                except ScriptError as again:
+                    raise again.error from None
         except pymysql.MySQLError as exc:
             code = errno_of(exc)
             if replay and code in kind.done_errors and (
@@ -159,7 +200,7 @@ def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
                 return DdlResult(False, code, server_message(exc))
             raise _ddl_error(exc, schema, statement, position) from None
         finally:
-            if setup:
+            if context:
                 with contextlib.suppress(pymysql.MySQLError):
                     for sql in reset_statements():
                         cur.execute(sql)

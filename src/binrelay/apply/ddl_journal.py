@@ -27,14 +27,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import pymysql
-
 from binrelay.apply.changes import TableRef
-from binrelay.apply.sql import ddl_kind, quote_table, snippet
+from binrelay.apply.downstream import Query, ScriptError, errno_of, run_queries
+from binrelay.apply.sql import ddl_kind, quote_table, rename_targets, snippet
 from binrelay.errors import DdlOutcomeUnknownError
 
-__all__ = ["RUN", "SKIP", "CatalogPrint", "DdlJournal", "catalog_print", "decide",
-           "earlier_catalog_print"]
+__all__ = ["EVIDENT", "RUN", "SKIP", "CatalogPrint", "DdlJournal", "catalog_print", "decide",
+           "earlier_catalog_print", "evident"]
 
 RUN, SKIP = "run", "skip"
 
@@ -64,6 +63,60 @@ TABLE_KINDS = frozenset({"create table", "create index", "drop table", "drop ind
 #: InnoDB's table ids out (a scan of every table in the server, per DDL).  A RENAME may
 #: swap tables of the same definition, and a TRUNCATE shows only in the ids.
 _SEEN_WITHOUT_IDS = TABLE_KINDS - {"rename table", "truncate"}
+
+#: The fingerprint of a journal row written for an :func:`evident` DDL, which has no print
+#: (its ``ran`` is 0: "run it", which a release before evident DDL also does with it).
+EVIDENT = "-" * 64
+
+#: What :func:`evident` reads past: string literals, quoted names (each left as a one-word
+#: name) and plain comments.
+_LITERAL = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+_QUOTED_NAME = re.compile(r"`(?:[^`]|``)+`")
+_COMMENT = re.compile(r"/\*.*?\*/|(?:--\s|#)[^\n]*", re.DOTALL)
+_ADD_COLUMN = re.compile(r"\bADD\s+COLUMN\s+(?!IF\b)[0-9A-Za-z_$\u0080-\uffff]+", re.IGNORECASE)
+_CONDITIONAL = re.compile(r"\bIF\s+EXISTS\b", re.IGNORECASE)
+_IF_NOT_EXISTS = re.compile(r"\bIF\s+NOT\s+EXISTS\b", re.IGNORECASE)
+_SELECT = re.compile(r"\bSELECT\b", re.IGNORECASE)
+_TEMPORARY = re.compile(r"\s*(?:CREATE|DROP)\s+TEMPORARY\b", re.IGNORECASE)
+
+
+def evident(statement: str, schema: str | None) -> bool:
+    """Whether the server's own answer tells if ``statement`` (a DDL; ``schema``: its default
+    one) ran: run again on the
+    catalog it left, it fails with an error its kind counts as done
+    (``apply.sql.DdlKind.done_errors``: the table exists, the column is a duplicate, the
+    index or table is unknown) and changes nothing, or it changes nothing.  Such a DDL needs
+    no catalog print: a replay runs it (the journal row then only says "a later DDL ran").
+
+    Only the batch's last journaled DDL is ever decided so (no row was written after it),
+    which is why each kind here is judged on the state it left alone:
+
+    * CREATE TABLE / CREATE INDEX (not OR REPLACE, not TEMPORARY; not a CREATE TABLE IF
+      NOT EXISTS ... SELECT): "exists" (or, IF NOT EXISTS, nothing);
+    * DROP TABLE (not TEMPORARY) / DROP INDEX: "unknown" (or, IF EXISTS, nothing);
+    * TRUNCATE: an empty table emptied again;
+    * RENAME TABLE of one table: its old name is gone (the applier checks the new is there);
+    * ALTER TABLE with an ADD COLUMN of a named column and no IF EXISTS clause: the column
+      is there, so the whole statement fails (an ALTER is atomic), whatever else it does.
+
+    Anything else, and anything it cannot read for certain (a backslash, an executable
+    comment), is not evident: its print decides.
+    """
+    if "\\" in statement or "/*!" in statement or "/*M!" in statement:
+        return False
+    text = _COMMENT.sub(" ", _QUOTED_NAME.sub(" q ", _LITERAL.sub(" ? ", statement)))
+    kind = ddl_kind(statement).name
+    if kind in ("create table", "drop table"):
+        return not _TEMPORARY.match(text) and not (
+            _IF_NOT_EXISTS.search(text) and _SELECT.search(text))
+    if kind in ("create index", "drop index", "truncate"):
+        return True
+    if kind == "rename table":
+        return "," not in text and bool(rename_targets(statement, schema))
+    if kind == "alter table":
+        return _CONDITIONAL.search(text) is None and _ADD_COLUMN.search(text) is not None
+    return False
+
 
 @dataclass(frozen=True, slots=True)
 class CatalogPrint:
@@ -141,54 +194,114 @@ def earlier_catalog_print(cur: Any, statement: str, schema: str | None) -> Catal
 
 def _print(cur: Any, statement: str, schema: str | None, *, routines: bool, ids: bool,
            exact_tables: bool) -> CatalogPrint:
+    """The facts, looked up in at most three round trips on a connection that runs scripts
+    (the look-ups were most of a DDL's cost besides the DDL): the schemas, with the tables
+    of the schemas the statement most likely names; then every found table's definition,
+    its ids, routines and events."""
     words, candidates = statement_names(statement, schema, names_only=exact_tables)
     if not candidates:
         return CatalogPrint(hashlib.sha256(b"").hexdigest())
-    cur.execute("SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"
-                " FROM information_schema.SCHEMATA"
-                f" WHERE SCHEMA_NAME IN ({_marks(len(candidates))})", candidates)
-    facts: list[tuple[Any, ...]] = [("db", *row) for row in sorted(cur.fetchall())]
+    guess = _likely_schemas(statement, schema, candidates) if words and exact_tables else []
+    first = _run(cur, [(
+        "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"
+        " FROM information_schema.SCHEMATA"
+        f" WHERE SCHEMA_NAME IN ({_marks(len(candidates))})", candidates),
+        *([_tables_query(guess, words, exact_tables)] if guess else [])])
+    facts: list[tuple[Any, ...]] = [("db", *row) for row in sorted(first[0])]
     schemas = [row[1] for row in facts]
-    unidentified = False
+    if not (schemas and words):
+        return _digest(facts, False)
+    if guess == schemas:
+        tables = sorted(first[1])
+    else:
+        tables = sorted(_run(cur, [_tables_query(schemas, words, exact_tables)])[0])
+    stored = [(s, n) for s, n, kind in tables if kind != "VIEW"]
     params = (*schemas, *words)
-    if schemas and words:
-        if exact_tables:
-            # One equality per (schema, name): the server opens those tables' definitions
-            # only, where an IN list makes it read every table's (milliseconds per thousand
-            # tables, per DDL).
-            pairs = [(s, w) for s in schemas for w in words]
-            cur.execute(" UNION ALL ".join(
-                "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
-                " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s" for _ in pairs),
-                [p for pair in pairs for p in pair])
-        else:
-            cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM"
-                        f" information_schema.TABLES WHERE {_named('TABLE', schemas, words)}",
-                        params)
-        tables = sorted(cur.fetchall())
-        for table_schema, name, kind in tables:
-            cur.execute("SHOW CREATE TABLE " + quote_table(TableRef(table_schema, name)))
-            text = _AUTO_INCREMENT.sub("", str(cur.fetchone()[1]))
-            facts.append(("table", table_schema, name, kind, text))
-        stored = [(s, n) for s, n, kind in tables if kind != "VIEW"]
-        found = _table_ids(cur, stored) if ids else []
-        if found is None:
-            unidentified = bool(stored)
-        else:
-            facts += [("id", *row) for row in found]
-            with_id = {(s, n) for s, n, _f, _id in found}
-            unidentified = ids and any(s_n not in with_id for s_n in stored)
-    if schemas and words and routines:
-        cur.execute("SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, CREATED, LAST_ALTERED,"
-                    " ROUTINE_DEFINITION FROM information_schema.ROUTINES"
-                    f" WHERE {_named('ROUTINE', schemas, words)}", params)
-        facts += [("routine", *row) for row in sorted(cur.fetchall(), key=repr)]
-        cur.execute("SELECT EVENT_SCHEMA, EVENT_NAME, CREATED, LAST_ALTERED, STATUS,"
-                    " EVENT_DEFINITION FROM information_schema.EVENTS"
-                    f" WHERE {_named('EVENT', schemas, words)}", params)
-        facts += [("event", *row) for row in sorted(cur.fetchall(), key=repr)]
+    second: list[Query] = ["SHOW CREATE TABLE " + quote_table(TableRef(table_schema, name))
+                           for table_schema, name, _kind in tables]
+    if routines:
+        second += [
+            ("SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, CREATED, LAST_ALTERED,"
+             " ROUTINE_DEFINITION FROM information_schema.ROUTINES"
+             f" WHERE {_named('ROUTINE', schemas, words)}", params),
+            ("SELECT EVENT_SCHEMA, EVENT_NAME, CREATED, LAST_ALTERED, STATUS,"
+             " EVENT_DEFINITION FROM information_schema.EVENTS"
+             f" WHERE {_named('EVENT', schemas, words)}", params)]
+    with_ids = ids and bool(stored)
+    if with_ids:
+        second.append(_table_ids_query(stored))
+    found: list[tuple[Any, ...]] | None = []
+    try:
+        results = run_queries(cur, second)
+    except ScriptError as exc:
+        if not (with_ids and exc.index == len(second) - 1
+                and errno_of(exc.error) in _NO_IDS):
+            raise exc.error from None
+        # No INNODB_SYS_TABLES (MySQL 8 names it otherwise): no ids; the rest again.
+        results = [*run_queries(cur, second[:-1]), ()]
+        found = None
+    for (table_schema, name, kind), rows in zip(tables, results, strict=False):
+        text = _AUTO_INCREMENT.sub("", str(rows[0][1]))
+        facts.append(("table", table_schema, name, kind, text))
+    if found is not None and with_ids:
+        found = sorted(results[-1])
+    unidentified = False
+    if found is None:
+        unidentified = bool(stored)
+    else:
+        facts += [("id", *row) for row in found]
+        with_id = {(s, n) for s, n, _f, _id in found}
+        unidentified = ids and any(s_n not in with_id for s_n in stored)
+    if routines:
+        at = len(tables)
+        facts += [("routine", *row) for row in sorted(results[at], key=repr)]
+        facts += [("event", *row) for row in sorted(results[at + 1], key=repr)]
+    return _digest(facts, unidentified)
+
+
+def _digest(facts: list[tuple[Any, ...]], unidentified: bool) -> CatalogPrint:
     digest = hashlib.sha256(repr(facts).encode("utf-8", "surrogateescape")).hexdigest()
     return CatalogPrint(digest, unidentified)
+
+
+def _run(cur: Any, queries: list[Query]) -> list[tuple[Any, ...]]:
+    try:
+        return run_queries(cur, queries)
+    except ScriptError as exc:
+        raise exc.error from None
+
+
+#: A qualifier: a name written right before a dot (``db.t``): the schemas a statement names
+#: besides its default one.
+_QUALIFIER = re.compile(r'(?:`((?:[^`]|``)+)`|"((?:[^"\\]|""|\\.)+)"|([0-9A-Za-z_$\u0080-\uffff]+))'
+                        r"\s*\.(?!\d)")
+
+
+def _likely_schemas(statement: str, schema: str | None, candidates: list[str]) -> list[str]:
+    """The schemas among ``candidates`` that the statement most likely names (its default
+    one, and those written before a dot): its tables are looked up in these together with
+    the schemas themselves, and again, one round trip more, if the guess was wrong."""
+    named = {schema} if schema else set()
+    for match in _QUALIFIER.finditer(statement):
+        quoted, ansi, bare = match.groups()
+        named.add(quoted.replace("``", "`") if quoted else
+                  ansi.replace('""', '"') if ansi else bare)
+    return sorted(named & set(candidates))
+
+
+def _tables_query(schemas: list[str], words: list[str], exact_tables: bool) -> Query:
+    if exact_tables:
+        # One equality per (schema, name): the server opens those tables' definitions only,
+        # where an IN list makes it read every table's (milliseconds per thousand tables,
+        # per DDL).
+        pairs = [(s, w) for s in schemas for w in words]
+        return (" UNION ALL ".join(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
+            " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s" for _ in pairs),
+            [p for pair in pairs for p in pair])
+    return ("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM"
+            f" information_schema.TABLES WHERE {_named('TABLE', schemas, words)}",
+            (*schemas, *words))
 
 
 def _named(prefix: str, schemas: list[str], words: list[str]) -> str:
@@ -196,26 +309,22 @@ def _named(prefix: str, schemas: list[str], words: list[str]) -> str:
             f" AND {prefix}_NAME IN ({_marks(len(words))})")
 
 
-def _table_ids(cur: Any, tables: list[tuple[str, str]]) -> list[tuple[Any, ...]] | None:
+#: What a server without ``information_schema.INNODB_SYS_TABLES`` (or the right to read
+#: it) answers: then there are no table ids.
+_NO_IDS = frozenset({1109, 1044, 1142, 1227})
+
+
+def _table_ids_query(tables: list[tuple[str, str]]) -> Query:
     """``(schema, table, InnoDB name, table id)`` per InnoDB table or partition of
-    ``tables``; None when the server has no INNODB_SYS_TABLES (MySQL 8 names it otherwise;
-    then there are no ids).  A swap of two tables of the same definition shows only here."""
-    if not tables:
-        return []
+    ``tables``.  A swap of two tables of the same definition shows only here."""
     # InnoDB names its tables in the server's file-name encoding: the server encodes.
     wanted = " UNION ALL ".join(
         "SELECT %s AS s, %s AS n, CONCAT(CAST(CONVERT(%s USING filename) AS BINARY), '/',"
         " CAST(CONVERT(%s USING filename) AS BINARY)) AS f" for _ in tables)
-    try:
-        cur.execute(f"SELECT w.s, w.n, t.NAME, t.TABLE_ID FROM ({wanted}) AS w"
-                    " JOIN information_schema.INNODB_SYS_TABLES AS t ON t.NAME = w.f"
-                    " OR LEFT(t.NAME, LENGTH(w.f) + 3) = CONCAT(w.f, '#P#')",
-                    [p for s, n in tables for p in (s, n, s, n)])
-    except pymysql.MySQLError as exc:
-        if exc.args and exc.args[0] in (1109, 1044, 1142, 1227):
-            return None
-        raise
-    return sorted(cur.fetchall())
+    return (f"SELECT w.s, w.n, t.NAME, t.TABLE_ID FROM ({wanted}) AS w"
+            " JOIN information_schema.INNODB_SYS_TABLES AS t ON t.NAME = w.f"
+            " OR LEFT(t.NAME, LENGTH(w.f) + 3) = CONCAT(w.f, '#P#')",
+            [p for s, n in tables for p in (s, n, s, n)])
 
 
 def decide(statement: str, recorded: str | None, verdict: int | None, now: CatalogPrint, *,
@@ -292,13 +401,20 @@ class DdlJournal:
         return fingerprint, verdict, any(p > tuple(position) for p in rows)
 
     def begin(self, cur: Any, position: tuple[int, ...], fingerprint: str,
-              statement: str) -> None:
+              statement: str, *, ran: int | None = None) -> None:
         """The caller commits, before the DDL runs."""
-        cur.execute(f"REPLACE INTO {self._t()} (pipeline, position, batch_id, fingerprint,"
-                    " ran, statement, written_at) VALUES (%s, %s, %s, %s, NULL, %s,"
-                    " UTC_TIMESTAMP(6))",
-                    (self.pipeline, position_text(position), self.batch_id, fingerprint,
-                     snippet(statement, 255)))
+        cur.execute(self.begin_sql(cur, position, fingerprint, statement, ran=ran))
+
+    def begin_sql(self, cur: Any, position: tuple[int, ...], fingerprint: str,
+                  statement: str, *, ran: int | None = None) -> str:
+        """The statement :meth:`begin` runs (formatted for ``cur``'s connection); ``ran``
+        0 for an :func:`evident` DDL (a replay runs it)."""
+        return cur.mogrify(
+            f"REPLACE INTO {self._t()} (pipeline, position, batch_id, fingerprint,"
+            " ran, statement, written_at) VALUES (%s, %s, %s, %s, %s, %s,"
+            " UTC_TIMESTAMP(6))",
+            (self.pipeline, position_text(position), self.batch_id, fingerprint, ran,
+             snippet(statement, 255)))
 
     def forget(self, cur: Any, position: tuple[int, ...]) -> None:
         """The DDL failed: the server undid it; a later run decides afresh."""

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,10 @@ class Downstream:
     connect_timeout: float = 10.0
     #: Seconds a statement may take before the connection is deemed lost (None: no limit).
     read_timeout: float | None = None
+    #: Connections may send several statements in one round trip (:func:`run_script`):
+    #: the driver's, which runs DDL and reads the catalog, where each statement is quick
+    #: and the round trips were most of the cost.  Never the tasks' (rows only).
+    scripts: bool = False
 
     def connect(self) -> Any:
         """A PyMySQL connection set up as a replica's applier session.
@@ -74,7 +78,9 @@ class Downstream:
                 host=self.host, port=self.port, user=self.user, password=self.password,
                 charset="utf8mb4", autocommit=False, connect_timeout=self.connect_timeout,
                 read_timeout=self.read_timeout, write_timeout=self.read_timeout,
-                client_flag=CLIENT.FOUND_ROWS, max_allowed_packet=_CLIENT_MAX_PACKET,
+                client_flag=CLIENT.FOUND_ROWS | (CLIENT.MULTI_STATEMENTS if self.scripts
+                                                 else 0),
+                max_allowed_packet=_CLIENT_MAX_PACKET,
             )
         except pymysql.MySQLError as exc:
             raise map_error(exc, f"connecting to {self.user}@{self.host}:{self.port}") from None
@@ -93,6 +99,82 @@ class Downstream:
 
     def __str__(self) -> str:
         return f"{self.user}@{self.host}:{self.port}"
+
+
+class ScriptError(Exception):
+    """Statement ``index`` of a script failed with ``error`` (the server ran none after it;
+    those before it stand)."""
+
+    def __init__(self, index: int, error: pymysql.MySQLError) -> None:
+        super().__init__(index, error)
+        self.index = index
+        self.error = error
+
+
+def runs_scripts(conn: Any) -> bool:
+    """Whether ``conn`` was opened for :func:`run_script` (``Downstream.scripts``)."""
+    return bool(getattr(conn, "client_flag", 0) & CLIENT.MULTI_STATEMENTS)
+
+
+def run_script(cur: Any, statements: Sequence[str | bytes]) -> list[tuple[Any, ...]]:
+    """Run ``statements`` in order in one round trip (a connection that :func:`runs_scripts`)
+    and return each one's rows (``()`` for a statement without a result set).
+
+    The server runs them exactly as if each were sent alone: each is parsed in the session
+    state the ones before it left (a ``SET character_set_client`` applies to the next), and
+    the first that fails ends the script: :class:`ScriptError` says which.  Only the last
+    may be text that binrelay did not write (an upstream statement): its end is the
+    packet's, so a trailing comment or semicolon of its own cannot swallow another.
+    Statements given as ``str`` are sent in the connection's character set, ``bytes`` as
+    they are.
+    """
+    encoding = cur.connection.encoding
+    packet = b";\n".join(s if isinstance(s, bytes) else s.encode(encoding)
+                         for s in statements)
+    results: list[tuple[Any, ...]] = []
+    index = 0
+    try:
+        cur.execute(packet)
+        results.append(tuple(cur.fetchall()))
+        for index in range(1, len(statements)):
+            if not cur.nextset():
+                raise DownstreamError(f"the downstream answered {index} of a script's"
+                                      f" {len(statements)} statements")
+            results.append(tuple(cur.fetchall()))
+        index = len(statements)
+        if cur.nextset():
+            while cur.nextset():
+                pass
+            raise DownstreamError(
+                f"the downstream answered more than a script's {len(statements)} statements"
+                " (an upstream statement held several)",
+                hint="report it: a binlog statement is one statement")
+    except pymysql.MySQLError as exc:
+        raise ScriptError(index, exc) from exc
+    return results
+
+
+Query = tuple[str, Sequence[Any] | None] | str | bytes
+
+
+def run_queries(cur: Any, queries: Sequence[Query]) -> list[tuple[Any, ...]]:
+    """Each query's rows (``(sql, params)`` pairs are formatted client-side): in one round
+    trip on a connection that :func:`runs_scripts`, else one statement at a time.  Either
+    way the first failure raises :class:`ScriptError` and the queries after it do not run.
+    """
+    texts = [q if isinstance(q, (str, bytes)) else cur.mogrify(q[0], q[1]) for q in queries]
+    if not texts:
+        return []
+    if runs_scripts(cur.connection) and len(texts) > 1:
+        return run_script(cur, texts)
+    results = []
+    for index, text in enumerate(texts):
+        try:
+            cur.execute(text)
+        except pymysql.MySQLError as exc:
+            raise ScriptError(index, exc) from exc
+        results.append(tuple(cur.fetchall()))
+    return results
 
 
 def _has_versioning(server_version: str) -> bool:

@@ -168,6 +168,10 @@ class SyncPipeline:
         self.store = CheckpointStore(schema=config.sync.checkpoint_schema)
         self.downstream = Downstream(config.to.host, config.to.port, config.to.user,
                                      config.to.password)
+        #: The driver's own sessions (checkpoint marks, DDL, catalog reads, barrier
+        #: batches): several statements per round trip (``Downstream.scripts``).  Rows
+        #: (the tasks', the driver's batches) go through ``downstream``.
+        self.driver_downstream = replace(self.downstream, scripts=True)
         self._spark = spark
         self._own_spark = spark is None
         self._spark_starting: threading.Thread | None = None
@@ -289,7 +293,7 @@ class SyncPipeline:
                                   "(binrelay does not replay trigger DDL), then sync again")
 
     def checkpoint(self) -> Checkpoint:
-        with pooled_connection(self.downstream) as conn:
+        with pooled_connection(self.driver_downstream) as conn:
             create_checkpoint_table(conn, self.store)
             with conn.cursor() as cur:
                 self.triggers.create(cur)
@@ -401,7 +405,7 @@ class SyncPipeline:
                 # its first batch of rows needs it: a range of DDL never does; strict mode
                 # applies on the driver.)
                 self.start_spark()
-            with pooled_connection(self.downstream) as conn:
+            with pooled_connection(self.driver_downstream) as conn:
                 self.read_rules(conn)
             start = cp.position
             gtid = cp.gtid_set or gtid_set_at(self.relay_dir, start)
@@ -527,7 +531,7 @@ class SyncPipeline:
             segments = plan_partitions(self.relay_dir, start, end,
                                        target_bytes=self.sync.partition_bytes)
         if self.rules_stale and any(s.kind != "ddl" for s in segments):
-            with pooled_connection(self.downstream) as conn:
+            with pooled_connection(self.driver_downstream) as conn:
                 self.read_rules(conn)
         rows_by_op: dict[str, int] = {}
         ddl_before = self.stats.ddl
@@ -545,7 +549,7 @@ class SyncPipeline:
             rows_by_op = self._driver_batch(start, end, batch_id, gtid, segments)
             spark_seconds = time.monotonic() - applying
         else:
-            with pooled_connection(self.downstream) as conn:
+            with pooled_connection(self.driver_downstream) as conn:
                 mark_in_flight(conn, self.name, batch_id, end, gtid, self.store,
                                start=reached)
                 barrier = [s for s in segments if s.kind != "dml"]
