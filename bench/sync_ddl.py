@@ -279,9 +279,13 @@ the upstream's. {args.rounds} rounds, replica then sync, medians.
 {md_table(["run", "median s", "rounds s", "DDL/s"], rows)}
 
 - binrelay's batches: {", ".join(map(str, batches))} (a run of DDL is one batch, up to 64
-  statements: one checkpoint commit; each DDL still has its journal row, committed before
-  it runs, and the catalog print that row holds; a DDL after rows starts a batch). The
-  whole command includes the interpreter's start; a range of DDL alone never starts Spark.
+  statements and up to 1 MiB of the rows between and after them: one checkpoint commit;
+  each DDL still has its journal row, committed in the DDL's own round trip before the DDL
+  runs, together with the rows before it; every DDL here is evident (the server's answer to
+  running it again says whether it ran), so no row holds a catalog print; the plain CREATE
+  TABLE and ADD COLUMN leave the write rules as they were, the RENAME makes them be read
+  again for the rows after it). The whole command includes the interpreter's start; a
+  range of DDL and small rows never starts Spark.
 - Not covered: DDL on large tables (the statement's own time dominates there, for every
   side alike), MySQL upstreams, a parallel replica.
 """

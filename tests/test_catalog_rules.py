@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from binrelay.apply.catalog import NARROW_KINDS, TableRules, read_rules, reread_rules
+from binrelay.apply.catalog import (
+    NARROW_KINDS,
+    TableRules,
+    keeps_rules,
+    leaves_rules,
+    read_rules,
+    reread_rules,
+)
 from binrelay.apply.changes import TableRef
 from binrelay.apply.sql import ddl_kind
 
@@ -107,5 +114,63 @@ def test_a_narrow_read_of_nothing_keeps_the_rules(mariadb) -> None:
     try:
         rules = TableRules(max_allowed_packet=1234)
         assert reread_rules(conn, rules, [("CREATE TABLE nowhere.t (id INT)", None)]) == rules
+    finally:
+        conn.close()
+
+
+# (default schema, DDL, whether the rules before it stay exact: no read needed).
+PLAIN = [
+    ("s1", "CREATE TABLE p1 (id INT PRIMARY KEY, v VARCHAR(20) DEFAULT 'AS x') ENGINE=InnoDB",
+     True),
+    ("s1", "CREATE TABLE `p 2` (id INT, KEY (id)) /* AS (1) */ COMMENT 'GENERATED'", True),
+    ("s2", "CREATE TABLE s1.p3 (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY)", True),
+    ("s1", "ALTER TABLE p1 ADD COLUMN w INT DEFAULT 3, ADD INDEX iw (w)", True),
+    ("s1", "ALTER TABLE `p 2` ADD COLUMN `as` INT AFTER id", True),
+    ("s1", "ALTER TABLE p1 ADD COLUMN g INT AS (w + 1) VIRTUAL", False),
+    ("s1", "ALTER TABLE p1 ADD COLUMN x INT, DROP COLUMN g", False),
+    ("s1", "ALTER TABLE p1 ADD COLUMN y INT, ADD FOREIGN KEY (y) REFERENCES parent (id)", False),
+    ("s1", "ALTER TABLE p1 ADD COLUMN z INT, RENAME TO p4", False),
+    ("s1", "CREATE TABLE q1 (a INT, b INT GENERATED ALWAYS AS (a) STORED)", False),
+    ("s1", "CREATE TABLE q2 (a INT PRIMARY KEY) WITH SYSTEM VERSIONING", False),
+    ("s1", "CREATE TABLE q3 (a INT, FOREIGN KEY (a) REFERENCES parent (id))", False),
+    ("s1", "CREATE TABLE q4 LIKE other.g", False),
+    ("s1", "CREATE TABLE q5 SELECT 1 AS a", False),
+    ("s1", "CREATE TABLE IF NOT EXISTS q6 (a INT)", False),
+    ("s1", "CREATE TABLE q7 (next_not_cached_value BIGINT(21) NOT NULL, minimum_value"
+           " BIGINT(21) NOT NULL, maximum_value BIGINT(21) NOT NULL, start_value BIGINT(21)"
+           " NOT NULL, increment BIGINT(21) NOT NULL, cache_size BIGINT(21) UNSIGNED NOT"
+           " NULL, cycle_option TINYINT(1) UNSIGNED NOT NULL, cycle_count BIGINT(21) NOT"
+           " NULL) sequence=1", False),
+    # The name of a table whose rules were kept after its DROP: read again.
+    ("other", "DROP TABLE g", True),
+    ("other", "CREATE TABLE g (a INT PRIMARY KEY, b INT)", False),
+    # Names the words of which a plain reading would take for others.
+    ("s1", 'CREATE TABLE "ansi2" (a INT)', False),
+    ("s1", "ALTER TABLE p4 ADD COLUMN u VARCHAR(9) DEFAULT '\\\\', DROP COLUMN w", False),
+]
+
+
+def test_what_a_plain_ddl_leaves_the_rules(mariadb) -> None:
+    """Each DDL said to leave the rules as they are does (a whole read after it equals
+    the rules before it); the others are read again."""
+    conn = mariadb.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for sql in SETUP:
+                cur.execute(sql)
+        rules = read_rules(conn, exclude_schemas=("binrelay",))
+        for schema, ddl, expected in PLAIN:
+            left = leaves_rules(rules, ddl, schema) or keeps_rules(ddl)
+            assert left is expected, ddl
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')"
+                            if '"' in ddl else "SET SESSION sql_mode = DEFAULT")
+                cur.execute("USE " + schema)
+                cur.execute(ddl)
+            after = read_rules(conn, exclude_schemas=("binrelay",))
+            if left and ddl_kind(ddl).name != "drop table":
+                assert after == rules, ddl
+            elif not left:
+                rules = after
     finally:
         conn.close()

@@ -31,8 +31,10 @@ from binrelay.apply.ddl_journal import (
     evident,
     statement_words,
 )
+from binrelay.config import load_config
 from binrelay.errors import DdlOutcomeUnknownError, DownstreamError
-from fidelity import SimulatedCrash, assert_converged, make_env
+from binrelay.spark.sync import SyncPipeline
+from fidelity import SimulatedCrash, assert_converged, make_env, sync_with_crashes
 from relay_helpers import binrelay_cmd, run_binrelay
 
 # Every DDL kind, with rows in between so that a DDL run twice shows in the data.
@@ -173,9 +175,10 @@ def test_a_ddl_the_catalog_cannot_show_stops_with_one_line(mariadb_factory, tmp_
     assert_converged(env)
 
 
-def test_a_failed_ddl_leaves_no_journal_row(mariadb_factory) -> None:
-    """A DDL the downstream refuses stops the sync; once the operator mends the downstream,
-    the rerun decides afresh (a row left behind would make it skip the DDL)."""
+def test_a_failed_ddl_is_run_by_the_next_attempt(mariadb_factory) -> None:
+    """A DDL the downstream refuses stops the sync; its row stays (the rows before it were
+    committed with it) saying "run it" (``ran`` 0): once the operator mends the downstream,
+    the rerun runs it (a row that still said "as fingerprinted" could make it skip)."""
     server = mariadb_factory(server_id=2)
     conn = server.connect()
     with conn.cursor() as cur:
@@ -188,7 +191,7 @@ def test_a_failed_ddl_leaves_no_journal_row(mariadb_factory) -> None:
     assert not evident(statement, "d")
     with pytest.raises(DownstreamError):
         apply_ddl(conn, "d", statement, replay=False, position=where, journal=journal)
-    assert server.execute("SELECT COUNT(*) FROM binrelay.ddl_journal") == ((0,),)
+    assert server.execute("SELECT ran FROM binrelay.ddl_journal") == ((0,),)
     server.execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
     assert apply_ddl(conn, "d", statement, position=where, journal=journal).applied
     # Run again in the same batch (the replay after a crash): the journal says it ran.
@@ -364,3 +367,73 @@ def test_the_catalog_print_sees_each_kind(mariadb_factory) -> None:
         cur.execute("CREATE TABLE m (id INT) ENGINE=MyISAM")
         assert catalog_print(cur, "RENAME TABLE m TO m2", "d-1").unidentified
     conn.close()
+
+
+# Rows between DDL, in tables without a key (a row applied twice shows), a generated column
+# added mid-run (the rules are read again within the batch), updates and deletes.
+ROWS_AMONG_DDL = [
+    "CREATE DATABASE d",
+    "CREATE TABLE d.k (v INT)",
+    "INSERT INTO d.k VALUES (1), (2)",
+    "CREATE TABLE d.a (id INT PRIMARY KEY, v INT)",
+    "INSERT INTO d.a VALUES (1, 1)",
+    "INSERT INTO d.k VALUES (3)",
+    "ALTER TABLE d.k ADD COLUMN w INT DEFAULT 5",
+    "INSERT INTO d.k VALUES (4, 6)",
+    "UPDATE d.k SET w = w + 1",
+    "RENAME TABLE d.k TO d.k2",
+    "INSERT INTO d.k2 VALUES (7, 8)",
+    "DELETE FROM d.k2 WHERE v = 1",
+    "ALTER TABLE d.a ADD COLUMN g INT AS (v * 2) VIRTUAL",
+    "INSERT INTO d.a (id, v) VALUES (2, 5)",
+    "CREATE TABLE d.z (v INT)",
+]
+
+
+def test_rows_between_ddl_go_in_the_ddl_batch(mariadb_factory, tmp_path: Path,
+                                              spark) -> None:
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(ROWS_AMONG_DDL)
+    env.relay()
+    reports: list[Any] = []
+    SyncPipeline(load_config(env.config), spark=spark,
+                 listeners=[reports.append]).run(until_caught_up=True)
+    kinds = [(r.kind, r.ddl, r.changes) for r in reports if r.kind != "empty"]
+    assert kinds == [("ddl", 7, 12)]  # one batch, one checkpoint move
+    assert_converged(env)
+
+
+@pytest.mark.parametrize("point", ["ddl-journaled", "ddl-applied", "finish"])
+def test_rows_between_ddl_after_a_crash(mariadb_factory, tmp_path: Path, spark, monkeypatch,
+                                        point: str) -> None:
+    """Rows before a DDL commit with its journal row, so a replay skips them; those after
+    the batch's last journaled DDL are applied again (they went with the checkpoint)."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(ROWS_AMONG_DDL)
+    env.relay()
+    if point == "finish":
+        assert sync_with_crashes(env, spark, monkeypatch) == 2  # the header, the run
+    else:
+        crashed = crash_once_per_ddl(point, monkeypatch)
+        sync_through_crashes(env, spark)
+        assert len(crashed) == 7
+    assert_converged(env)
+
+
+def test_rows_before_a_refused_ddl_are_not_applied_twice(mariadb_factory, tmp_path: Path,
+                                                         spark) -> None:
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d", "CREATE TABLE d.k (v INT)", "INSERT INTO d.k VALUES (1)",
+             "RENAME TABLE d.k TO d.c", "INSERT INTO d.c VALUES (2)"])
+    env.relay()
+    env.downstream.execute("CREATE DATABASE d")
+    env.downstream.execute("CREATE TABLE d.c (x INT)")  # in the way of the RENAME
+    with pytest.raises(DownstreamError, match="already exists"):
+        env.sync(spark)
+    # The row before the RENAME was committed with its journal row, which says "run it".
+    assert env.downstream.execute("SELECT v FROM d.k") == ((1,),)
+    assert env.downstream.execute("SELECT ran FROM binrelay.ddl_journal"
+                                  " WHERE statement LIKE 'RENAME%'") == ((0,),)
+    env.downstream.execute("DROP TABLE d.c")  # the operator mends the downstream
+    env.sync(spark)
+    assert_converged(env)

@@ -572,6 +572,7 @@ def test_every_batch_replayed_after_a_crash(mariadb_factory, tmp_path: Path, spa
     env = make_env(mariadb_factory, tmp_path, sync={"batch-bytes": 16 * 1024})
     env.run(steps)
     env.relay()
-    # (A run of DDL is one batch: FOREIGN_KEYS' five are one of its three.)
-    assert sync_with_crashes(env, spark, monkeypatch) >= 3
+    # (A run of DDL is one batch with the rows between and after them: most cases are the
+    # binlog's header and that run, whose replay skips the rows committed with a DDL.)
+    assert sync_with_crashes(env, spark, monkeypatch) >= 2
     assert_converged(env)

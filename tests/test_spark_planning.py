@@ -84,6 +84,17 @@ def test_batches_respect_limits_and_the_ddl_barrier(tmp_path: Path) -> None:
     assert advance(tmp_path, start, end, ddl_barrier=False) == end
 
 
+def _batch_kinds(relay: Path, **limits: int) -> list[list[str]]:
+    """The kinds of each batch's segments, batch after batch from the relay's start."""
+    out, pos, end = [], earliest(relay), durable_end(relay)
+    while pos != end:
+        nxt, segments = next_batch(relay, pos, end, **limits)
+        assert nxt.sort_key > pos.sort_key
+        out.append([s.kind for s in segments])
+        pos = nxt
+    return out
+
+
 def test_a_run_of_ddl_is_one_batch_when_the_caller_allows(tmp_path: Path) -> None:
     # DDL at 1-3 (a run across nothing else), DML at 4, DDL at 5, then DDL 0-1 of the next
     # file: a run goes on across a rotation.
@@ -93,12 +104,7 @@ def test_a_run_of_ddl_is_one_batch_when_the_caller_allows(tmp_path: Path) -> Non
     start, end = earliest(tmp_path), durable_end(tmp_path)
 
     def kinds(ddl_run: int) -> list[list[str]]:
-        out, pos = [], start
-        while pos != end:
-            nxt, segments = next_batch(tmp_path, pos, end, ddl_run=ddl_run)
-            out.append([s.kind for s in segments])
-            pos = nxt
-        return out
+        return _batch_kinds(tmp_path, ddl_run=ddl_run)
 
     # ("dml" segments inside a run hold the rotation, FDE and GTID list: nothing to apply.)
     rotation = [DML, DML]
@@ -111,6 +117,29 @@ def test_a_run_of_ddl_is_one_batch_when_the_caller_allows(tmp_path: Path) -> Non
     assert [s.kind for s in segments] == [DML]
     assert next_batch(tmp_path, end_of_rows, end, ddl_run=64)[0].sort_key \
         > end_of_rows.sort_key
+
+
+def test_a_run_of_ddl_takes_the_rows_between_when_the_caller_allows(tmp_path: Path) -> None:
+    # DDL at 1-3, DML at 4, DDL at 5, DML at 6-7, then DDL 0-1 of the next file and DML.
+    first = _file(8, ddl_at=(1, 2, 3, 5))
+    second = _file(3, ddl_at=(0, 1), rotate=False)
+    _relay(tmp_path, [first, second])
+    start, end = earliest(tmp_path), durable_end(tmp_path)
+
+    def batches(run_rows: int) -> list[list[str]]:
+        return _batch_kinds(tmp_path, ddl_run=64, run_rows=run_rows)
+
+    # (The second "dml" segment of rows 6-7 holds the rotation and the next file's header.)
+    assert batches(0) == [[DML], [DDL] * 3, [DML], [DDL], [DML, DML], [DDL] * 2, [DML]]
+    # Rows never start a run, but a run takes them (and the rows after its last DDL).
+    assert batches(1 << 20) == [[DML], [DDL, DDL, DDL, DML, DDL, DML, DML, DDL, DDL, DML]]
+    # A budget smaller than a row transaction: the run stops before it, as without one.
+    assert batches(10) == batches(0)
+    # The GTIDs of a run with rows are every transaction's, in relay order.
+    gtids: list[str] = []
+    first_end, _ = next_batch(tmp_path, start, end, ddl_run=64)
+    next_batch(tmp_path, first_end, end, ddl_run=64, run_rows=1 << 20, gtids=gtids)
+    assert len(gtids) == 10
 
 
 def test_byte_limit_keeps_at_least_one_transaction(tmp_path: Path) -> None:

@@ -87,5 +87,10 @@ def test_which_ddl_make_the_rules_be_read_again_and_how(tmp_path: Path) -> None:
     # A migration's long run of narrow DDL: one whole read costs less than many narrow.
     q = pipeline(tmp_path)
     for i in range(40):
-        q._rules_after(f"CREATE TABLE t{i} (id INT PRIMARY KEY)", "d")
+        q._rules_after(f"CREATE TABLE t{i} (id INT PRIMARY KEY, g INT AS (id) VIRTUAL)", "d")
     assert q.rules_stale and q.stale_ddl is None
+    # Plain ones leave the rules as a read would give them (catalog.leaves_rules).
+    r = pipeline(tmp_path)
+    r._rules_after("CREATE TABLE n (id INT PRIMARY KEY, v VARCHAR(9))", "d")
+    r._rules_after("ALTER TABLE n ADD COLUMN w INT", "d")
+    assert not r.rules_stale and r.stale_ddl == []

@@ -28,18 +28,19 @@ as :class:`TableRules`, a small picklable value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from binrelay.apply.changes import TableRef
-from binrelay.apply.ddl_journal import statement_names
+from binrelay.apply.ddl_journal import sql_words, statement_names
 from binrelay.apply.downstream import ScriptError, run_queries
-from binrelay.apply.sql import ddl_kind
+from binrelay.apply.sql import created_table, ddl_kind
 from binrelay.errors import UnfaithfulApplyError
 
-__all__ = ["NARROW_KINDS", "SYSTEM_SCHEMAS", "TableRules", "Trigger", "keeps_rules", "read_rules",
-           "reread_rules"]
+__all__ = ["NARROW_KINDS", "SYSTEM_SCHEMAS", "TableRules", "Trigger", "keeps_rules",
+           "leaves_rules", "read_rules", "reread_rules"]
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
@@ -280,6 +281,41 @@ def keeps_rules(statement: str) -> bool:
     """Whether rules read before ``statement`` (a DDL) stay safe to write with after it,
     so the catalog need not be read again."""
     return ddl_kind(statement).name in _RULES_KEPT
+
+
+#: Words of a CREATE or ALTER TABLE that may make a rule: generated columns and periods
+#: (``AS``, ``GENERATED``), foreign keys, system versioning, sequences, a definition taken
+#: from another table, and (ALTER) whatever may take a column, a key or the name away.
+_MAY_MAKE_RULES = re.compile(
+    r"\b(?:AS|GENERATED|REFERENCES|FOREIGN|CONSTRAINT|VERSIONING|PERIOD|SYSTEM|ROW|SEQUENCE"
+    r"|LIKE|SELECT|DROP|CHANGE|MODIFY|RENAME|CONVERT|PARTITION|PARTITIONS|IF)\b",
+    re.IGNORECASE)
+_ADDS_COLUMNS_ONLY = re.compile(r"\s*ALTER\s+TABLE\s+\S+\s+ADD\s+COLUMN\b", re.IGNORECASE)
+
+
+def leaves_rules(rules: TableRules, statement: str, schema: str | None) -> bool:
+    """Whether ``rules`` are exactly what a read would give after ``statement`` (a DDL run
+    on the catalog they describe, or on one whose earlier DDL are still to be read): a plain
+    ``CREATE TABLE`` of a name the rules know nothing of (its columns plain, no key to
+    another table, not versioned), or an ``ALTER TABLE ... ADD COLUMN`` of plain columns
+    and nothing else.  Words in literals, quoted names and comments do not count."""
+    text = sql_words(statement)
+    if text is None or _MAY_MAKE_RULES.search(text):
+        return False
+    kind = ddl_kind(statement).name
+    if kind == "alter table":
+        return _ADDS_COLUMNS_ONLY.match(text) is not None
+    if kind != "create table":
+        return False
+    made = created_table(statement, schema)
+    if made is None or re.match(r"\s*CREATE\s+TABLE\b", text, re.IGNORECASE) is None:
+        return False
+    # A name the rules hold (a table dropped since: its rules were kept) is read again; so
+    # is any spelling of it a server with lower_case_table_names may take for it.
+    key = (made.schema.casefold(), made.table.casefold())
+    return not any((t.schema.casefold(), t.table.casefold()) == key for t in (
+        *rules.generated, *rules.versioned, *rules.versioned_by_trx, *rules.sequences,
+        *rules.fk_group, *(t for link in rules.links for t in link)))
 
 
 def fk_groups(links: Iterable[tuple[TableRef, TableRef]]) -> dict[TableRef, TableRef]:

@@ -80,11 +80,13 @@ def apply_ddl(
     ``journal`` (with ``position``): the DDL is journaled before it runs, and a DDL the
     journal shows ran before a crash is not run again (``apply.ddl_journal``).
     """
-    if in_transaction(conn):
-        rollback_quietly(conn)  # nothing of a batch may ride on the DDL's implicit commit
     if journal is None or position is None:
+        if in_transaction(conn):
+            rollback_quietly(conn)  # nothing may ride on the DDL's implicit commit
         return _run_ddl(conn, schema, statement, replay=replay, position=position,
                         setup=setup, raw=raw)
+    # Journaled: what the caller's transaction holds (the rows of the batch before this
+    # DDL) commits with the journal row, which says so to a replay.
     entry = _ran_before(conn, journal, schema, statement, position)
     if entry is None:
         return DdlResult(False, None, "it ran before the crash (DDL journal)")
@@ -100,10 +102,10 @@ def apply_ddl(
         done = _run_ddl(conn, schema, statement, replay=replay, position=position,
                         setup=setup, raw=raw, entry=entry if together else None)
     except DownstreamError:
-        # The server refused the DDL and undid it: a later run decides afresh.  On a
-        # lost connection this fails too, the row stays, and the catalog decides then.
+        # The server refused the DDL and undid it: a later run runs it.  On a lost
+        # connection this fails too, the row stays as written, and it decides then.
         with contextlib.suppress(pymysql.MySQLError), conn.cursor() as cur:
-            journal.forget(cur, position)
+            journal.refused(cur, position)
             conn.commit()
         raise
     failpoints.hit("ddl-applied", key)

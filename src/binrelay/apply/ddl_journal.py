@@ -33,7 +33,7 @@ from binrelay.apply.sql import ddl_kind, quote_table, rename_targets, snippet
 from binrelay.errors import DdlOutcomeUnknownError
 
 __all__ = ["EVIDENT", "RUN", "SKIP", "CatalogPrint", "DdlJournal", "catalog_print", "decide",
-           "earlier_catalog_print", "evident"]
+           "earlier_catalog_print", "evident", "sql_words"]
 
 RUN, SKIP = "run", "skip"
 
@@ -80,6 +80,16 @@ _SELECT = re.compile(r"\bSELECT\b", re.IGNORECASE)
 _TEMPORARY = re.compile(r"\s*(?:CREATE|DROP)\s+TEMPORARY\b", re.IGNORECASE)
 
 
+def sql_words(statement: str) -> str | None:
+    """``statement`` with its string literals, quoted names (each left as the one-word name
+    ``q``) and plain comments taken out: what is left are its keywords and bare names, for
+    a test of which words it has.  None when it cannot be read so for certain (a backslash,
+    which may or may not escape a quote; an executable comment ``/*!``)."""
+    if "\\" in statement or "/*!" in statement or "/*M!" in statement:
+        return None
+    return _COMMENT.sub(" ", _QUOTED_NAME.sub(" q ", _LITERAL.sub(" ? ", statement)))
+
+
 def evident(statement: str, schema: str | None) -> bool:
     """Whether the server's own answer tells if ``statement`` (a DDL; ``schema``: its default
     one) ran: run again on the
@@ -102,9 +112,9 @@ def evident(statement: str, schema: str | None) -> bool:
     Anything else, and anything it cannot read for certain (a backslash, an executable
     comment), is not evident: its print decides.
     """
-    if "\\" in statement or "/*!" in statement or "/*M!" in statement:
+    text = sql_words(statement)
+    if text is None:
         return False
-    text = _COMMENT.sub(" ", _QUOTED_NAME.sub(" q ", _LITERAL.sub(" ? ", statement)))
     kind = ddl_kind(statement).name
     if kind in ("create table", "drop table"):
         return not _TEMPORARY.match(text) and not (
@@ -400,6 +410,13 @@ class DdlJournal:
         fingerprint, verdict = rows.get(tuple(position), (None, None))
         return fingerprint, verdict, any(p > tuple(position) for p in rows)
 
+    def last(self, cur: Any) -> tuple[int, ...] | None:
+        """The position of the batch's last journaled DDL (None: none is): the rows of the
+        batch before it were committed with the journal rows."""
+        cur.execute(f"SELECT position FROM {self._t()} WHERE pipeline = %s AND batch_id = %s",
+                    (self.pipeline, self.batch_id))
+        return max((_position_of(str(p)) for (p,) in cur.fetchall()), default=None)
+
     def begin(self, cur: Any, position: tuple[int, ...], fingerprint: str,
               statement: str, *, ran: int | None = None) -> None:
         """The caller commits, before the DDL runs."""
@@ -416,9 +433,10 @@ class DdlJournal:
             (self.pipeline, position_text(position), self.batch_id, fingerprint, ran,
              snippet(statement, 255)))
 
-    def forget(self, cur: Any, position: tuple[int, ...]) -> None:
-        """The DDL failed: the server undid it; a later run decides afresh."""
-        cur.execute(f"DELETE FROM {self._t()} WHERE pipeline = %s AND position = %s",
+    def refused(self, cur: Any, position: tuple[int, ...]) -> None:
+        """The DDL failed: the server undid it, so a later run runs it (``ran`` 0).  The row
+        stays: it still says the rows before the DDL were committed with it."""
+        cur.execute(f"UPDATE {self._t()} SET ran = 0 WHERE pipeline = %s AND position = %s",
                     (self.pipeline, position_text(position)))
 
     def clear(self, cur: Any) -> None:

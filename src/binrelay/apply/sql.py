@@ -403,6 +403,19 @@ def _split_qname(qname: str, schema: str | None) -> TableRef | None:
     return None
 
 
+_CREATE_TABLE = re.compile(rf"CREATE\s+TABLE\s+(?!IF\b)({_QNAME})", re.IGNORECASE)
+
+
+def created_table(statement: str, schema: str | None) -> TableRef | None:
+    """The table ``CREATE TABLE name ...`` makes (not ``IF NOT EXISTS``, not ``TEMPORARY``,
+    not ``OR REPLACE``), or None."""
+    body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
+    m = _CREATE_TABLE.match(body)
+    if m is None or '"' in m.group(1):  # an ANSI-quoted name: not read here
+        return None
+    return _split_qname(m.group(1), schema)
+
+
 def rename_targets(statement: str, schema: str | None) -> tuple[TableRef, ...] | None:
     """The tables a RENAME TABLE / ALTER TABLE … RENAME leaves behind, or None if unsure.
 

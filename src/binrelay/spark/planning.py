@@ -114,7 +114,7 @@ def advance(relay: RelayView | Path, start: Position, end: Position, *,
 def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
                max_bytes: int | None = None, max_transactions: int | None = None,
                ddl_barrier: bool = True, target_bytes: int = 16 << 20,
-               gtids: list[str] | None = None, ddl_run: int = 1,
+               gtids: list[str] | None = None, ddl_run: int = 1, run_rows: int = 0,
                ) -> tuple[Position, list[Segment]]:
     """:func:`advance` and :func:`plan_partitions` of its range in one scan of the relay.
 
@@ -122,8 +122,10 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
 
     Barriers (DDL, transactions holding statements, prepared XA transactions) are a batch
     of their own; a batch that starts with a DDL also takes up to ``ddl_run`` - 1 DDL
-    transactions right after it (a migration's run of DDL: no rows between them, so no
-    catalog read is due between them, and one checkpoint commit serves them all).
+    transactions right after it (a migration's run of DDL: one checkpoint commit serves
+    them all), and with them the row transactions between and after them, up to
+    ``run_rows`` bytes in all (a migration's backfills: applied in relay order on the
+    driver, each committed with the next DDL's journal row).
 
     A prepared XA transaction whose outcome (``XA COMMIT``/``XA ROLLBACK``)
     is not relayed yet cannot be applied nor passed: the batch then ends before it, and
@@ -135,6 +137,7 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
     taken_bytes = 0
     taken = 0
     run = 0  # DDL transactions taken, when the batch is a run of them
+    rows_left = run_rows  # bytes of row transactions the run may still take
     out: list[Segment] = []
     for span in iter_spans(view, start, end):
         path = view.path(span.subdir, span.file)
@@ -152,7 +155,13 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
                                           or (run and txn.kind == OTHER)):  # e.g. a rotation
                         run += txn.kind == DDL
                         accepted.append(txn)
+                        prev = txn.end
                         moved = True
+                        continue
+                    if run and txn.kind == DML and txn.end - prev <= rows_left:
+                        rows_left -= txn.end - prev
+                        accepted.append(txn)
+                        prev = txn.end
                         continue
                     if not moved:
                         if txn.kind == XA_PREPARE and xa_outcome(

@@ -35,6 +35,7 @@ from binrelay.apply.catalog import (
     NARROW_KINDS,
     TableRules,
     keeps_rules,
+    leaves_rules,
     read_rules,
     reread_rules,
 )
@@ -57,7 +58,7 @@ from binrelay.apply.sql import ddl_kind
 from binrelay.config import Config
 from binrelay.errors import DownstreamConnectionError, UnfaithfulApplyError
 from binrelay.gtid import advance_gtid_set
-from binrelay.position import Position
+from binrelay.position import Position, binlog_sort_key
 from binrelay.relay import consumers
 from binrelay.relay.relaydir import RelayView, earliest
 from binrelay.relay.watch import ChangeWaiter
@@ -150,6 +151,11 @@ _NARROW_MAX = 16
 #: DDL statements one batch may hold when they follow each other (a migration): one
 #: checkpoint commit for them all, while the checkpoint still moves every this many.
 _DDL_RUN = 64
+#: Bytes of row transactions such a run takes between and after its DDL (a migration's
+#: backfills, a trickle of writes): applied in relay order on the driver, each committed
+#: with the next DDL's journal row, instead of a batch (and its checkpoint commits and
+#: catalog read) of their own between every two DDL.
+_RUN_ROWS = 1 << 20
 #: A catch-up starts Spark at its first batch of rows bigger than this (a backlog is coming,
 #: while batches are kept to ``partition-bytes`` until Spark is up); the rows between DDL
 #: never pay for its start (seconds of two cores).
@@ -475,7 +481,8 @@ class SyncPipeline:
         end, segments = next_batch(
             view, start, end_limit, max_bytes=max_bytes,
             max_transactions=self.sync.batch_transactions or None,
-            target_bytes=self.sync.partition_bytes, gtids=gtids, ddl_run=_DDL_RUN)
+            target_bytes=self.sync.partition_bytes, gtids=gtids, ddl_run=_DDL_RUN,
+            run_rows=0 if self.sync.mode == "strict" else min(_RUN_ROWS, max_bytes))
         return end, segments, gtids
 
     def _plan_ahead(self, segments: list[Segment], end: Position,
@@ -552,10 +559,9 @@ class SyncPipeline:
             with pooled_connection(self.driver_downstream) as conn:
                 mark_in_flight(conn, self.name, batch_id, end, gtid, self.store,
                                start=reached)
-                barrier = [s for s in segments if s.kind != "dml"]
-                if barrier:
+                if any(s.kind != "dml" for s in segments):
                     journal = replace(self.journal, batch_id=batch_id, replayed=replayed)
-                    rows_by_op = self._serial(conn, barrier, journal)
+                    rows_by_op = self._serial(conn, segments, journal)
                     with conn.cursor() as cur:
                         journal.clear(cur)  # committed with the checkpoint
                 elif segments:
@@ -611,17 +617,34 @@ class SyncPipeline:
 
     def _serial(self, conn: Any, segments: list[Segment],
                 journal: DdlJournal) -> dict[str, int]:
-        """A barrier batch (DDL, a transaction with statements, a prepared XA), replayed
-        on the driver in relay order, in the connection's open transaction (the caller's
-        ``finish_batch`` commits it with the checkpoint)."""
+        """A barrier batch (a run of DDL with the rows between them, a transaction with
+        statements, a prepared XA), replayed on the driver in relay order, in the
+        connection's open transaction: rows before a DDL commit with its journal row (the
+        DDL's script), the rest with the checkpoint (the caller's ``finish_batch``).  So a
+        replay of the batch skips the rows before its last journaled DDL: they were
+        committed."""
         rows_by_op: dict[str, int] = {}
+        committed_to = None
+        if journal.replayed:
+            with conn.cursor() as cur:
+                committed_to = journal.last(cur)
         for segment in segments:
             if segment.kind == "xa" and not xa_committed(self.relay_dir, segment):
                 log.info("XA transaction rolled back upstream: not applied",
                          extra={"xid": segment.xid,
                                 "at": str(segment.position(segment.start))})
                 continue
-            for _end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules):
+            if segment.kind == "dml" and self.rules_stale:
+                # After a DDL of the run; on a connection of its own, as this one may hold
+                # rows that must commit with the next DDL's journal row.
+                with pooled_connection(self.driver_downstream) as other:
+                    self.read_rules(other)
+            where = segment.position(segment.start)
+            at = (where.subdir.seq, binlog_sort_key(where.binlog_name)[1])
+            for end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules):
+                if segment.kind == "dml" and committed_to is not None \
+                        and (*at, end) < committed_to[:3]:
+                    continue
                 self._replay(conn, actions, rows_by_op, journal)
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op
@@ -643,7 +666,7 @@ class SyncPipeline:
         """What the catalog's rules need after ``ddl`` ran: nothing (``keeps_rules``), a read
         of the tables it names (``NARROW_KINDS``, up to ``_NARROW_MAX`` of them since the
         last read), or a whole read; done before the next batch that writes rows."""
-        if keeps_rules(ddl):
+        if keeps_rules(ddl) or leaves_rules(self.rules, ddl, schema):
             return
         self.rules_stale = True
         if self.stale_ddl is not None and len(self.stale_ddl) < _NARROW_MAX \
