@@ -141,6 +141,14 @@ PLAIN = [
            " NOT NULL, increment BIGINT(21) NOT NULL, cache_size BIGINT(21) UNSIGNED NOT"
            " NULL, cycle_option TINYINT(1) UNSIGNED NOT NULL, cycle_count BIGINT(21) NOT"
            " NULL) sequence=1", False),
+    ("s1", "ALTER TABLE s1.p4 ADD COLUMN v2 INT", True),
+    ("s1", "ALTER TABLE `s1` . `p4` ADD COLUMN v3 INT", True),
+    ("s1", "RENAME TABLE s1.p3 TO s2.p3, `p 2` TO p6", True),
+    # Rules follow a renamed table: a known one (or a known name) is read again.
+    ("s1", "RENAME TABLE p4 TO p5", False),  # its foreign key, added above
+    ("s1", "RENAME TABLE p5 TO p4", False),
+    ("other", "RENAME TABLE v TO v2", False),
+    ("s1", "RENAME TABLE child TO child9", False),
     # The name of a table whose rules were kept after its DROP: read again.
     ("other", "DROP TABLE g", True),
     ("other", "CREATE TABLE g (a INT PRIMARY KEY, b INT)", False),

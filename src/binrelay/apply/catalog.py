@@ -36,7 +36,7 @@ from typing import Any
 from binrelay.apply.changes import TableRef
 from binrelay.apply.ddl_journal import sql_words, statement_names
 from binrelay.apply.downstream import ScriptError, run_queries
-from binrelay.apply.sql import created_table, ddl_kind
+from binrelay.apply.sql import created_table, ddl_kind, rename_pairs
 from binrelay.errors import UnfaithfulApplyError
 
 __all__ = ["NARROW_KINDS", "SYSTEM_SCHEMAS", "TableRules", "Trigger", "keeps_rules",
@@ -290,30 +290,42 @@ _MAY_MAKE_RULES = re.compile(
     r"\b(?:AS|GENERATED|REFERENCES|FOREIGN|CONSTRAINT|VERSIONING|PERIOD|SYSTEM|ROW|SEQUENCE"
     r"|LIKE|SELECT|DROP|CHANGE|MODIFY|RENAME|CONVERT|PARTITION|PARTITIONS|IF)\b",
     re.IGNORECASE)
-_ADDS_COLUMNS_ONLY = re.compile(r"\s*ALTER\s+TABLE\s+\S+\s+ADD\s+COLUMN\b", re.IGNORECASE)
+_ADDS_COLUMNS_ONLY = re.compile(r"\s*ALTER\s+TABLE\s+[^\s.]+(?:\s*\.\s*[^\s.]+)?\s+ADD\s+COLUMN\b",
+                                re.IGNORECASE)
 
 
 def leaves_rules(rules: TableRules, statement: str, schema: str | None) -> bool:
     """Whether ``rules`` are exactly what a read would give after ``statement`` (a DDL run
     on the catalog they describe, or on one whose earlier DDL are still to be read): a plain
     ``CREATE TABLE`` of a name the rules know nothing of (its columns plain, no key to
-    another table, not versioned), or an ``ALTER TABLE ... ADD COLUMN`` of plain columns
-    and nothing else.  Words in literals, quoted names and comments do not count."""
+    another table, not versioned), an ``ALTER TABLE ... ADD COLUMN`` of plain columns and
+    nothing else, or a ``RENAME TABLE`` of tables the rules know nothing of (under either
+    name).  Words in literals, quoted names and comments do not count."""
+    kind = ddl_kind(statement).name
+    if kind == "rename table":
+        # Rules follow a renamed table: none before, none after.
+        pairs = rename_pairs(statement, schema)
+        return pairs is not None and _unknown(rules, [t for pair in pairs for t in pair])
     text = sql_words(statement)
     if text is None or _MAY_MAKE_RULES.search(text):
         return False
-    kind = ddl_kind(statement).name
     if kind == "alter table":
         return _ADDS_COLUMNS_ONLY.match(text) is not None
     if kind != "create table":
         return False
     made = created_table(statement, schema)
-    if made is None or re.match(r"\s*CREATE\s+TABLE\b", text, re.IGNORECASE) is None:
+    return made is not None and re.match(r"\s*CREATE\s+TABLE\b", text, re.IGNORECASE) \
+        is not None and _unknown(rules, [made])
+
+
+def _unknown(rules: TableRules, tables: list[TableRef | None]) -> bool:
+    """Whether the rules say nothing of any of ``tables`` (a table dropped since its rules
+    were read keeps them), in any spelling a server with lower_case_table_names may take
+    for it."""
+    if any(t is None for t in tables):
         return False
-    # A name the rules hold (a table dropped since: its rules were kept) is read again; so
-    # is any spelling of it a server with lower_case_table_names may take for it.
-    key = (made.schema.casefold(), made.table.casefold())
-    return not any((t.schema.casefold(), t.table.casefold()) == key for t in (
+    keys = {(t.schema.casefold(), t.table.casefold()) for t in tables if t is not None}
+    return not any((t.schema.casefold(), t.table.casefold()) in keys for t in (
         *rules.generated, *rules.versioned, *rules.versioned_by_trx, *rules.sequences,
         *rules.fk_group, *(t for link in rules.links for t in link)))
 

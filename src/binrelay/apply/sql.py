@@ -416,11 +416,10 @@ def created_table(statement: str, schema: str | None) -> TableRef | None:
     return _split_qname(m.group(1), schema)
 
 
-def rename_targets(statement: str, schema: str | None) -> tuple[TableRef, ...] | None:
-    """The tables a RENAME TABLE / ALTER TABLE … RENAME leaves behind, or None if unsure.
-
-    For a chain (``a TO b, b TO c``) that is the last name of each chain.
-    """
+def rename_pairs(statement: str, schema: str | None
+                 ) -> list[tuple[TableRef | None, TableRef]] | None:
+    """``(from, to)`` per table a RENAME TABLE / ALTER TABLE … RENAME renames (``from``
+    None for ALTER TABLE, whose table is not read here), or None if unsure."""
     body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
     pairs: list[tuple[str, str]] = []
     whole = _RENAME_TABLE.match(body)
@@ -437,7 +436,18 @@ def rename_targets(statement: str, schema: str | None) -> tuple[TableRef, ...] |
         pairs.append(("", m.group(1)))
     refs = [(_split_qname(src, schema) if src else None, _split_qname(dst, schema))
             for src, dst in pairs]
-    if any(dst is None for _, dst in refs):
+    if any(dst is None or (src is None and whole) for src, dst in refs):
         return None
-    sources = {src for src, _ in refs}
-    return tuple(dst for _, dst in refs if dst is not None and dst not in sources)
+    return [(src, dst) for src, dst in refs if dst is not None]
+
+
+def rename_targets(statement: str, schema: str | None) -> tuple[TableRef, ...] | None:
+    """The tables a RENAME TABLE / ALTER TABLE … RENAME leaves behind, or None if unsure.
+
+    For a chain (``a TO b, b TO c``) that is the last name of each chain.
+    """
+    pairs = rename_pairs(statement, schema)
+    if pairs is None:
+        return None
+    sources = {src for src, _ in pairs}
+    return tuple(dst for _, dst in pairs if dst not in sources)
