@@ -437,3 +437,17 @@ def test_rows_before_a_refused_ddl_are_not_applied_twice(mariadb_factory, tmp_pa
     env.downstream.execute("DROP TABLE d.c")  # the operator mends the downstream
     env.sync(spark)
     assert_converged(env)
+
+
+def test_rules_of_a_table_made_and_renamed_in_one_run(mariadb_factory, tmp_path: Path,
+                                                      spark) -> None:
+    """The rows after the RENAME write a system-versioned table the run made: the rules are
+    read for it under its new name, though the RENAME alone would leave them."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d", "CREATE TABLE d.a (id INT PRIMARY KEY, x INT)"
+             " WITH SYSTEM VERSIONING", "RENAME TABLE d.a TO d.b",
+             "INSERT INTO d.b (id, x) VALUES (1, 5), (2, 6)", "UPDATE d.b SET x = x + 1",
+             "DELETE FROM d.b WHERE id = 1"])
+    env.relay()
+    env.sync(spark)
+    assert_converged(env)

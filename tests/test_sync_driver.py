@@ -94,3 +94,9 @@ def test_which_ddl_make_the_rules_be_read_again_and_how(tmp_path: Path) -> None:
     r._rules_after("CREATE TABLE n (id INT PRIMARY KEY, v VARCHAR(9))", "d")
     r._rules_after("ALTER TABLE n ADD COLUMN w INT", "d")
     assert not r.rules_stale and r.stale_ddl == []
+    # ... as read: after a DDL still to be read, a plain one is read with it (the rules
+    # know nothing of a table that DDL made, which the RENAME then moves).
+    r._rules_after("CREATE TABLE a (x INT, g INT AS (x) VIRTUAL)", "d")
+    r._rules_after("RENAME TABLE a TO b", "d")
+    assert r.stale_ddl == [("CREATE TABLE a (x INT, g INT AS (x) VIRTUAL)", "d"),
+                           ("RENAME TABLE a TO b", "d")]

@@ -669,7 +669,9 @@ class SyncPipeline:
         """What the catalog's rules need after ``ddl`` ran: nothing (``keeps_rules``), a read
         of the tables it names (``NARROW_KINDS``, up to ``_NARROW_MAX`` of them since the
         last read), or a whole read; done before the next batch that writes rows."""
-        if keeps_rules(ddl) or leaves_rules(self.rules, ddl, schema):
+        # leaves_rules judges by the rules as read: with DDL still to be read, the names
+        # it knows nothing of may be those DDL's (CREATE TABLE a ... AS ..., RENAME a TO b).
+        if keeps_rules(ddl) or (not self.rules_stale and leaves_rules(self.rules, ddl, schema)):
             return
         self.rules_stale = True
         if self.stale_ddl is not None and len(self.stale_ddl) < _NARROW_MAX \
