@@ -98,7 +98,9 @@ def test_a_table_missing_downstream_is_one_line(env: Env, driver_apply: bool) ->
             cur.execute("SET sql_log_bin = 0")
             cur.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v VARCHAR(20))")
             cur.execute("SET sql_log_bin = 1")
-            cur.execute("INSERT INTO d.t VALUES (1, 'a'), (2, 'b')")
+            # Over the 64 KiB of rows a run of DDL takes along: a batch of rows of its own.
+            cur.execute("INSERT INTO d.t VALUES " + ", ".join(
+                f"({i}, '{'x' * 20}')" for i in range(4000)))
     finally:
         conn.close()
     env.relay()

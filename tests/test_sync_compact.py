@@ -197,6 +197,9 @@ def test_tables_found_ordered_late_are_replayed_in_relay_order(
         for i in range(first, first + 200):
             up("INSERT INTO d.fill VALUES (%s, REPEAT('x', 1000))", (i,))
 
+    # One transaction over the 64 KiB of rows a run of DDL takes along: the rows from here
+    # on are a batch of their own.
+    up("INSERT INTO d.fill SELECT seq, REPEAT('y', 1000) FROM d.seq_5000_to_5099")
     for i in range(1, 51):
         up("INSERT INTO d.p VALUES (%s, %s, 'row')", (i, i))
     up("INSERT INTO d.ci VALUES ('abc', 1)")
@@ -228,7 +231,7 @@ def test_tables_found_ordered_late_are_replayed_in_relay_order(
     assert checksums(downstream) == checksums(upstream)
     dml = [r for r in reports if r.kind == "dml"]
     assert len(dml) == 1 and dml[0].relay_bytes > 4 * (1 << 16)
-    assert dml[0].rows_by_op == {"insert": 50 + 200 + 2 + 3 + 200, "update": 50 + 9,
+    assert dml[0].rows_by_op == {"insert": 100 + 50 + 200 + 2 + 3 + 200, "update": 50 + 9,
                                  "delete": 1 + 1 + 1}
     if partition_bytes == 1 << 16:
         replayed = " ".join(getattr(r, "tables", "") for r in caplog.records
