@@ -35,7 +35,7 @@ from typing import Any
 
 from binrelay.apply.changes import TableRef
 from binrelay.apply.ddl_journal import sql_words, statement_names
-from binrelay.apply.downstream import ScriptError, run_queries
+from binrelay.apply.downstream import query_rows
 from binrelay.apply.sql import created_table, ddl_kind, rename_pairs
 from binrelay.errors import UnfaithfulApplyError
 
@@ -212,10 +212,7 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tu
             "TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE", "TRIGGERS",
             "1", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE") if triggers else None}
     queries = {name: q for name, q in asked.items() if q is not None}
-    try:
-        answers = dict(zip(queries, run_queries(cur, list(queries.values())), strict=True))
-    except ScriptError as exc:
-        raise exc.error from None
+    answers = dict(zip(queries, query_rows(cur, list(queries.values())), strict=True))
     generated: dict[TableRef, set[str]] = {}
     periods: dict[TableRef, dict[str, str]] = {}
     by_trx = set()

@@ -29,6 +29,7 @@ from binrelay.apply.downstream import (
     errno_of,
     in_transaction,
     map_error,
+    query_rows,
     rollback_quietly,
     run_queries,
     runs_scripts,
@@ -191,10 +192,7 @@ def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
                 if errno_of(exc.error) != 1049 or kind.name not in ("create database",
                                                                   "drop database"):
                     raise _ddl_error(exc.error, schema, statement, position) from None
-                try:
-                    run_queries(cur, script[len(journaled) + len(use):])
-                except ScriptError as again:
-                    raise again.error from None
+                query_rows(cur, script[len(journaled) + len(use):])
         except pymysql.MySQLError as exc:
             code = errno_of(exc)
             if replay and code in kind.done_errors and (

@@ -15,9 +15,12 @@ replay of the same batch then decides:
 - a row, and the catalog is as fingerprinted: it did not take effect: run it, unless its
   effect is one the catalog does not show (accounts, plugins, servers; a RENAME of tables
   with no table id to tell them apart): then stop with one line, and the operator's verdict,
-  written into the row, decides.
+  written into the row, decides;
+- a row of an :func:`evident` DDL (no fingerprint, ``ran`` 0): run it; run again, the
+  server's own answer says it ran.
 
-The rows of a batch go in its last transaction, with the checkpoint.
+Only the batch's last journaled DDL is decided so: a row of a later one proves it ran.  The
+rows of a batch go in its last transaction, with the checkpoint.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from binrelay.apply.changes import TableRef
-from binrelay.apply.downstream import Query, ScriptError, errno_of, run_queries
+from binrelay.apply.downstream import Query, ScriptError, errno_of, query_rows, run_queries
 from binrelay.apply.sql import ddl_kind, quote_table, rename_targets, snippet
 from binrelay.errors import DdlOutcomeUnknownError
 
@@ -212,7 +215,7 @@ def _print(cur: Any, statement: str, schema: str | None, *, routines: bool, ids:
     if not candidates:
         return CatalogPrint(hashlib.sha256(b"").hexdigest())
     guess = _likely_schemas(statement, schema, candidates) if words and exact_tables else []
-    first = _run(cur, [(
+    first = query_rows(cur, [(
         "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"
         " FROM information_schema.SCHEMATA"
         f" WHERE SCHEMA_NAME IN ({_marks(len(candidates))})", candidates),
@@ -224,7 +227,7 @@ def _print(cur: Any, statement: str, schema: str | None, *, routines: bool, ids:
     if guess == schemas:
         tables = sorted(first[1])
     else:
-        tables = sorted(_run(cur, [_tables_query(schemas, words, exact_tables)])[0])
+        tables = sorted(query_rows(cur, [_tables_query(schemas, words, exact_tables)])[0])
     stored = [(s, n) for s, n, kind in tables if kind != "VIEW"]
     params = (*schemas, *words)
     second: list[Query] = ["SHOW CREATE TABLE " + quote_table(TableRef(table_schema, name))
@@ -272,13 +275,6 @@ def _print(cur: Any, statement: str, schema: str | None, *, routines: bool, ids:
 def _digest(facts: list[tuple[Any, ...]], unidentified: bool) -> CatalogPrint:
     digest = hashlib.sha256(repr(facts).encode("utf-8", "surrogateescape")).hexdigest()
     return CatalogPrint(digest, unidentified)
-
-
-def _run(cur: Any, queries: list[Query]) -> list[tuple[Any, ...]]:
-    try:
-        return run_queries(cur, queries)
-    except ScriptError as exc:
-        raise exc.error from None
 
 
 #: A qualifier: a name written right before a dot (``db.t``): the schemas a statement names

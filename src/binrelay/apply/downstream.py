@@ -177,6 +177,14 @@ def run_queries(cur: Any, queries: Sequence[Query]) -> list[tuple[Any, ...]]:
     return results
 
 
+def query_rows(cur: Any, queries: Sequence[Query]) -> list[tuple[Any, ...]]:
+    """:func:`run_queries` for a caller that needs no index: the server's error as is."""
+    try:
+        return run_queries(cur, queries)
+    except ScriptError as exc:
+        raise exc.error from None
+
+
 def _has_versioning(server_version: str) -> bool:
     """MariaDB 10.3.4+ has system-versioned tables (and their session variables)."""
     # The handshake says "5.5.5-10.11.19-MariaDB-…" (the prefix kept old clients working).
