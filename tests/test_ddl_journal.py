@@ -31,6 +31,8 @@ from binrelay.apply.ddl_journal import (
     evident,
     statement_words,
 )
+from binrelay.apply.downstream import pooled_connection
+from binrelay.apply.statement_sql import REPLICA_SQL_MODE
 from binrelay.config import load_config
 from binrelay.errors import DdlOutcomeUnknownError, DownstreamError
 from binrelay.spark.sync import SyncPipeline
@@ -401,6 +403,43 @@ def test_rows_between_ddl_go_in_the_ddl_batch(mariadb_factory, tmp_path: Path,
     kinds = [(r.kind, r.ddl, r.changes) for r in reports if r.kind != "empty"]
     assert kinds == [("ddl", 7, 12)]  # one batch, one checkpoint move
     assert_converged(env)
+
+
+def test_rows_after_a_ddl_in_its_upstream_context(mariadb_factory, tmp_path: Path,
+                                                  spark) -> None:
+    """Each DDL runs in its upstream session's context (time zone, sql_mode, client
+    character set) and leaves the driver's session owing the reset, which the next DDL's
+    script leads with: the rows between are written in the applier's own session (a
+    TIMESTAMP, a backslash, a quote and non-ASCII text come out as upstream), and the
+    connection goes back to the pool reset."""
+    env = make_env(mariadb_factory, tmp_path)
+    odd = "'a\\\\b''c \u00e9'"  # the value a\b'c é
+    env.run([
+        "CREATE DATABASE d",
+        (1, "SET time_zone = '+05:00', sql_mode = 'ANSI_QUOTES,NO_BACKSLASH_ESCAPES',"
+            " NAMES gbk"),
+        (1, 'CREATE TABLE d."a" (id INT PRIMARY KEY, t TIMESTAMP(6) NULL,'
+            " s VARCHAR(20) CHARACTER SET utf8mb4, b VARCHAR(8) DEFAULT 'x\\y')"),
+        f"INSERT INTO d.a (id, t, s) VALUES (1, '2026-01-02 03:04:05.5', {odd})",
+        (1, "ALTER TABLE d.a ADD COLUMN c TIMESTAMP NOT NULL DEFAULT '2026-01-01 00:00:00'"),
+        f"INSERT INTO d.a (id, t, s) VALUES (2, '2026-06-07 08:09:10', {odd})",
+        (1, "CREATE INDEX i ON d.a (t)"),
+        (1, "CREATE TABLE d.b (id INT PRIMARY KEY, t TIMESTAMP NULL)"),
+        "INSERT INTO d.b VALUES (1, '2026-03-04 05:06:07')",
+        "UPDATE d.a SET t = t + INTERVAL 1 SECOND",
+        (1, "CREATE TABLE d.z (v INT)"),
+    ])
+    env.relay()
+    reports: list[Any] = []
+    pipeline = SyncPipeline(load_config(env.config), spark=spark,
+                            listeners=[reports.append])
+    pipeline.run(until_caught_up=True)
+    assert [(r.kind, r.ddl) for r in reports if r.kind != "empty"] == [("ddl", 6)]
+    assert_converged(env)
+    with pooled_connection(pipeline.driver_downstream) as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@session.time_zone, @@session.sql_mode,"
+                    " @@session.character_set_client")
+        assert cur.fetchone() == ("+00:00", REPLICA_SQL_MODE, "utf8mb4")
 
 
 @pytest.mark.parametrize("point", ["ddl-journaled", "ddl-applied", "finish"])

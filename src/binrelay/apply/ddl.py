@@ -52,6 +52,25 @@ from binrelay.errors import (
 log = logging.getLogger(__name__)
 
 
+class LeftContext:
+    """The reset a driver's connection owes after a DDL ran in its upstream context: the
+    next DDL's script leads with it (a round trip per DDL saved); anything else run on the
+    connection must :meth:`settle` it first."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+
+    def take(self) -> list[str]:
+        pending, self.pending = self.pending, []
+        return pending
+
+    def settle(self, conn: Any) -> None:
+        if self.pending:
+            with conn.cursor() as cur:
+                for sql in self.take():
+                    cur.execute(sql)
+
+
 @dataclass(frozen=True, slots=True)
 class DdlResult:
     """``applied`` False: the server said the DDL had already happened (``errno``)."""
@@ -65,6 +84,7 @@ def apply_ddl(
     conn: Any, schema: str | None, statement: str, *, replay: bool = True,
     position: tuple[int, ...] | None = None, setup: Sequence[str] = (),
     raw: bytes | None = None, journal: DdlJournal | None = None,
+    left: LeftContext | None = None,
 ) -> DdlResult:
     """Run an upstream DDL statement as is, with ``schema`` as the default database.
 
@@ -80,15 +100,20 @@ def apply_ddl(
 
     ``journal`` (with ``position``): the DDL is journaled before it runs, and a DDL the
     journal shows ran before a crash is not run again (``apply.ddl_journal``).
+
+    ``left``: the reset the connection owes; this DDL's script leads with it and leaves
+    the connection owing its own (the caller settles it before anything else).  Without
+    it the session is reset here.
     """
+    left = left if left is not None and runs_scripts(conn) else None
     if journal is None or position is None:
         if in_transaction(conn):
             rollback_quietly(conn)  # nothing may ride on the DDL's implicit commit
         return _run_ddl(conn, schema, statement, replay=replay, position=position,
-                        setup=setup, raw=raw)
+                        setup=setup, raw=raw, left=left)
     # Journaled: what the caller's transaction holds (the rows of the batch before this
     # DDL) commits with the journal row, which says so to a replay.
-    entry = _ran_before(conn, journal, schema, statement, position)
+    entry = _ran_before(conn, journal, schema, statement, position, left)
     if entry is None:
         return DdlResult(False, None, "it ran before the crash (DDL journal)")
     key = ".".join(map(str, position))
@@ -97,11 +122,13 @@ def apply_ddl(
     # where a test crashes between the two.
     together = runs_scripts(conn) and not failpoints.armed("ddl-journaled")
     if not together:
+        if left is not None:
+            left.settle(conn)
         _commit_entry(conn, entry, statement, position)
         failpoints.hit("ddl-journaled", key)
     try:
         done = _run_ddl(conn, schema, statement, replay=replay, position=position,
-                        setup=setup, raw=raw, entry=entry if together else None)
+                        setup=setup, raw=raw, entry=entry if together else None, left=left)
     except DownstreamError:
         # The server refused the DDL and undid it: a later run runs it.  On a lost
         # connection this fails too, the row stays as written, and it decides then.
@@ -114,10 +141,12 @@ def apply_ddl(
 
 
 def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: str,
-                position: tuple[int, ...]) -> str | None:
+                position: tuple[int, ...], left: LeftContext | None) -> str | None:
     """None when the journal and the catalog show the DDL ran before a crash; otherwise
     the statement that journals it (the caller commits it before the DDL runs)."""
     try:
+        if left is not None and (journal.replayed or not evident(statement, schema)):
+            left.settle(conn)  # the look-ups below run in the applier's own session
         with conn.cursor() as cur:
             recorded, verdict, superseded = journal.recorded(cur, position) \
                 if journal.replayed else (None, None, False)
@@ -169,15 +198,19 @@ def _journal_error(exc: BaseException, statement: str,
 
 def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
              position: tuple[int, ...] | None, setup: Sequence[str],
-             raw: bytes | None, entry: str | None = None) -> DdlResult:
+             raw: bytes | None, entry: str | None = None,
+             left: LeftContext | None = None) -> DdlResult:
     """USE, the context, the DDL: one round trip on a connection that runs scripts, led by
-    the journal ``entry`` and its commit when given."""
+    the reset ``left`` owes and the journal ``entry`` with its commit when given."""
     kind = ddl_kind(statement)
-    journaled = [entry, "COMMIT"] if entry is not None else []
+    # The owed reset first: the journal row's literals are read in the applier's session.
+    lead = left.take() if left is not None else []
+    journaled = [*lead, *([entry, "COMMIT"] if entry is not None else ())]
     use = ["USE " + quote_ident(schema)] if schema else []
     # The context's own USE is the one above, which a database-level DDL may do without.
     context = [sql for sql in setup if not sql.upper().startswith("USE ")]
     script: list[Query] = [*journaled, *use, *context, statement if raw is None else raw]
+    owed = bool(context or lead)  # the session is in an upstream context until reset
     with conn.cursor() as cur:
         try:
             try:
@@ -193,20 +226,33 @@ def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
                                                                   "drop database"):
                     raise _ddl_error(exc.error, schema, statement, position) from None
                 query_rows(cur, script[len(journaled) + len(use):])
+            if left is not None:
+                left.pending = reset_statements() if context else []
+                owed = False
         except pymysql.MySQLError as exc:
+            if owed:
+                owed = not _reset(cur)
             code = errno_of(exc)
             if replay and code in kind.done_errors and (
                     code != 1146 or _renamed_already(cur, statement, schema)):
                 return DdlResult(False, code, server_message(exc))
             raise _ddl_error(exc, schema, statement, position) from None
         finally:
-            if context:
-                with contextlib.suppress(pymysql.MySQLError):
-                    for sql in reset_statements():
-                        cur.execute(sql)
+            if owed:
+                _reset(cur)
     if in_transaction(conn):  # a DDL commits by itself; CREATE TEMPORARY TABLE does not
         conn.commit()
     return DdlResult(True)
+
+
+def _reset(cur: Any) -> bool:
+    """The applier's own session settings back; False if the server could not be told."""
+    try:
+        for sql in reset_statements():
+            cur.execute(sql)
+    except pymysql.MySQLError:
+        return False
+    return True
 
 
 def _renamed_already(cur: Any, statement: str, schema: str | None) -> bool:

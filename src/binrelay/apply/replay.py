@@ -13,6 +13,7 @@ that commits implicitly (DDL) runs with the replay tolerance of :func:`apply_ddl
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ import pymysql
 
 from binrelay.apply.applier import ordered_statements, run_statement
 from binrelay.apply.changes import Change, TableRef
-from binrelay.apply.ddl import apply_ddl
+from binrelay.apply.ddl import LeftContext, apply_ddl
 from binrelay.apply.ddl_journal import DdlJournal
 from binrelay.apply.downstream import map_error
 from binrelay.apply.sql import quote_table, snippet, trigger_ddl
@@ -94,49 +95,63 @@ Action = Change | SessionStatement
 
 def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTriggers,
                    max_packet: int | None = None, replay: bool = True,
-                   journal: DdlJournal | None = None) -> int:
+                   journal: DdlJournal | None = None, left: LeftContext | None = None) -> int:
     """Run ``actions`` in order on ``conn`` without committing the rows and statements (a
     DDL commits by itself).  Returns how many row changes were applied.  ``replay``: a DDL
     may have run before a crash (see :func:`apply_ddl`); ``journal``: the batch's DDL
-    journal, which decides that from evidence."""
+    journal, which decides that from evidence; ``left``: the reset the connection owes
+    after a DDL, settled here before anything but a DDL (the caller settles the last)."""
     rows = 0
     pending: list[Change] = []
+    given = left is not None
+    left = left if left is not None else LeftContext()
 
     def flush() -> None:
         nonlocal rows
         if not pending:
             return
+        left.settle(conn)
         with conn.cursor() as cur:
             for st in ordered_statements(pending, fk=True):
                 run_statement(cur, st, None, "replaying a transaction in order", max_packet)
         rows += len(pending)
         pending.clear()
 
-    for action in actions:
-        if isinstance(action, Change):
-            pending.append(action)
-            continue
+    try:
+        for action in actions:
+            if isinstance(action, Change):
+                pending.append(action)
+                continue
+            flush()
+            trigger = trigger_ddl(action.text, action.schema or None)
+            if trigger is not None or not action.ddl:
+                left.settle(conn)
+            if trigger is not None:
+                with conn.cursor() as cur:
+                    triggers.record(cur, *trigger)
+            elif action.ddl:
+                apply_ddl(conn, action.schema or None, action.text, replay=replay,
+                          position=action.position, setup=action.setup, raw=action.raw,
+                          journal=journal, left=left)
+            else:
+                with conn.cursor() as cur:
+                    skipped = triggers.any(cur)
+                if skipped is not None:
+                    raise UnfaithfulApplyError(
+                        f"a statement-format DML ({snippet(action.text, 60)!r}) may fire"
+                        f" upstream triggers, which binrelay does not replay (trigger"
+                        f" {skipped})", position=action.position,
+                        hint="log row events upstream (binlog_format=ROW in every"
+                             " session), then resynchronise this downstream")
+                _statement(conn, action)
         flush()
-        trigger = trigger_ddl(action.text, action.schema or None)
-        if trigger is not None:
-            with conn.cursor() as cur:
-                triggers.record(cur, *trigger)
-        elif action.ddl:
-            apply_ddl(conn, action.schema or None, action.text, replay=replay,
-                      position=action.position, setup=action.setup, raw=action.raw,
-                      journal=journal)
-        else:
-            with conn.cursor() as cur:
-                skipped = triggers.any(cur)
-            if skipped is not None:
-                raise UnfaithfulApplyError(
-                    f"a statement-format DML ({snippet(action.text, 60)!r}) may fire upstream"
-                    f" triggers, which binrelay does not replay (trigger {skipped})",
-                    position=action.position,
-                    hint="log row events upstream (binlog_format=ROW in every session), "
-                         "then resynchronise this downstream")
-            _statement(conn, action)
-    flush()
+    except BaseException:
+        if not given:  # a connection the caller may go on using
+            with contextlib.suppress(pymysql.MySQLError):
+                left.settle(conn)
+        raise
+    if not given:
+        left.settle(conn)
     return rows
 
 

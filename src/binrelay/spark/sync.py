@@ -51,6 +51,7 @@ from binrelay.apply.checkpoint import (
     mark_in_flight,
     read_checkpoint,
 )
+from binrelay.apply.ddl import LeftContext
 from binrelay.apply.ddl_journal import DdlJournal
 from binrelay.apply.downstream import Downstream, downstream_lost, pooled_connection
 from binrelay.apply.replay import Action, SessionStatement, SkippedTriggers, replay_actions
@@ -628,6 +629,7 @@ class SyncPipeline:
         committed."""
         rows_by_op: dict[str, int] = {}
         committed_to = None
+        left = LeftContext()
         if journal.replayed:
             with conn.cursor() as cur:
                 committed_to = journal.last(cur)
@@ -648,13 +650,15 @@ class SyncPipeline:
                 if segment.kind == "dml" and committed_to is not None \
                         and (*at, end) < committed_to[:3]:
                     continue
-                self._replay(conn, actions, rows_by_op, journal)
+                self._replay(conn, actions, rows_by_op, journal, left)
+        left.settle(conn)
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op
 
     def _replay(self, conn: Any, actions: list[Action], rows_by_op: dict[str, int],
-                journal: DdlJournal | None = None) -> None:
-        """One transaction's actions, in order, counted (row changes by op, DDL)."""
+                journal: DdlJournal | None = None, left: LeftContext | None = None) -> None:
+        """One transaction's actions, in order, counted (row changes by op, DDL); ``left``:
+        the connection's owed reset, carried from one to the next (``replay_actions``)."""
         for action in actions:
             if isinstance(action, SessionStatement):
                 self.stats.ddl += action.ddl
@@ -663,7 +667,8 @@ class SyncPipeline:
             else:
                 rows_by_op[action.op] = rows_by_op.get(action.op, 0) + 1
         replay_actions(conn, actions, triggers=self.triggers,
-                       max_packet=self.rules.max_allowed_packet, journal=journal)
+                       max_packet=self.rules.max_allowed_packet, journal=journal,
+                       left=left)
 
     def _rules_after(self, ddl: str, schema: str | None) -> None:
         """What the catalog's rules need after ``ddl`` ran: nothing (``keeps_rules``), a read
