@@ -35,6 +35,7 @@ from binrelay.apply.plan import (
     Upsert,
     batch_ordered_tables,
     key_ops,
+    keyed_task_id,
     partitioner,
 )
 from binrelay.apply.sql import (
@@ -214,12 +215,24 @@ def test_partitions_are_stable_across_processes() -> None:
         out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
                              capture_output=True, text=True).stdout
         assert out.strip() == repr(here)
-    # Pinned: a change here reshuffles keys between tasks of a batch being replayed.
-    assert here == [partition_of(T, k, 7) for k in keys] == [2, 4, 4, 6, 1, 6]
-    # The one-integer key's fast path gives what the general encoding gives.
-    ints = [(0,), (-5,), (10**20,), (123456,), (True,)]
+    # Pinned: a change here reshuffles keys between tasks of a batch being replayed, and
+    # must come with a new keyed_task_id (test_a_batch_begun_with_another_key_routing).
+    assert here == [partition_of(T, k, 7) for k in keys] == [5, 4, 4, 6, 1, 6]
+    assert keyed_task_id(2, 7) == "keyed-2-of-7-blocks1024"
+    ints = [(0,), (-5,), (10**20,), (123456,), (True,), (1023,), (1024,)]
     assert [partition_of(T, k, 4) for k in ints] == [partitioner(T, 4)(k) for k in ints] \
-        == [1, 1, 2, 0, 3]
+        == [2, 1, 3, 2, 2, 2, 0]
+
+
+def test_integer_keys_route_by_block() -> None:
+    """Neighbouring integer keys go to one task (it writes runs of rows, not every n-th),
+    and the blocks spread evenly."""
+    route = partitioner(T, 4)
+    assert len({route((k,)) for k in range(2048, 3072)}) == 1
+    counts = [0] * 4
+    for k in range(1, 250_001):
+        counts[route((k,))] += 1
+    assert max(counts) < 1.1 * 250_000 / 4
 
 
 @given(st.lists(st.one_of(st.integers(), st.text(), st.binary(), st.none()), min_size=1,

@@ -22,7 +22,13 @@ from binrelay.apply.checkpoint import (
     TaskLedger,
 )
 from binrelay.apply.downstream import Downstream, pooled_connection
-from binrelay.apply.plan import PlanPart, group_ordered, ordered_task_id, plan_batch
+from binrelay.apply.plan import (
+    PlanPart,
+    group_ordered,
+    keyed_task_id,
+    ordered_task_id,
+    plan_batch,
+)
 from binrelay.spark.compact import (
     Record,
     compact_segment,
@@ -136,7 +142,7 @@ def _parts(ctx: TaskContext, index: int, records: Iterator[Record]
     keyed, raw, ops = merge(records)
     parts = []
     if keyed:
-        parts.append(PlanPart(f"keyed-{index}-of-{ctx.tasks}", tuple(keyed)))
+        parts.append(PlanPart(keyed_task_id(index, ctx.tasks), tuple(keyed)))
     if raw:
         # Raw changes are those of tables replayed in order, whatever the reason.
         plan = plan_batch(raw, ordered_tables=ctx.ordered | {ch.table for ch in raw})
