@@ -133,8 +133,19 @@ def iter_rows(table: TableMap, op: str, partial: bool, b: bytes, p: int, end: in
               first: RowDecoderFn | None, second: RowDecoderFn | None,
               where: Location | None) -> Iterator[RowChange]:
     """The row changes of one rows event's images in ``b[p:end]``."""
-    assert first is not None
     new = _new_row_change
+    for before, after in row_images(table, op, partial, b, p, end, first, second):
+        yield new(op, table, before, after, where)
+
+
+def row_images(table: TableMap, op: str, partial: bool, b: bytes, p: int, end: int,
+               first: RowDecoderFn | None, second: RowDecoderFn | None
+               ) -> list[tuple[Any, Any]]:
+    """One rows event's images in ``b[p:end]`` as ``(before, after)`` pairs (None for the
+    image its op lacks): what a caller needing no :class:`RowChange` per row reads."""
+    assert first is not None
+    out: list[tuple[Any, Any]] = []
+    add = out.append
     if op == UPDATE:
         assert second is not None
         while p < end:
@@ -142,15 +153,16 @@ def iter_rows(table: TableMap, op: str, partial: bool, b: bytes, p: int, end: in
             after, p = second(b, p, end)
             if partial:
                 before, after = _resolve_partial_json(table, before, after)
-            yield new(op, table, before, after, where)
+            add((before, after))
     elif op == INSERT:
         while p < end:
             after, p = first(b, p, end)
-            yield new(op, table, None, after, where)
+            add((None, after))
     else:
         while p < end:
             before, p = first(b, p, end)
-            yield new(op, table, before, None, where)
+            add((before, None))
+    return out
 
 
 def _resolve_partial_json(table: TableMap, before: tuple[Any, ...],

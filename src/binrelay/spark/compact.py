@@ -46,11 +46,12 @@ from binrelay.apply.plan import (
     partition_of,
     partitioner,
 )
-from binrelay.errors import ChangeError
+from binrelay.errors import BinlogFormatError, ChangeError
 from binrelay.position import SubdirName, binlog_sort_key
-from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F
+from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, row_images
+from binrelay.rows.scanner import row_error
 from binrelay.spark.changes import image_params, to_param
-from binrelay.spark.decode import numbered_changes
+from binrelay.spark.decode import iter_segment_runs, numbered_changes
 
 KEYED, RAW, STATS, FLAGS = 0, 1, 2, 3
 
@@ -125,47 +126,53 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
     by_ref: dict[TableRef, _Table] = {}
     raw: list[Change] = []
     ops = {INSERT: 0, UPDATE: 0, DELETE: 0}
-    for change, position in _numbered(relay_dir, segment):
-        tm = change.table
+    seq = SubdirName.parse(segment.subdir).seq
+    file_no = binlog_sort_key(segment.file)[1]
+    # Per rows event, not per change: the table's state is found once, and no object is
+    # made per row (a change object and three generator hops were a third of a read task).
+    for tm, op, where, offset, row, images in _event_images(relay_dir, segment):
         found = by_map.get(id(tm))
         if found is None or found[0] is not tm:
             found = (tm, _table_state(tm, by_ref, rules))
             by_map[id(tm)] = found
         table = found[1]
-        op = change.op
-        ops[op] += 1
+        ops[op] += len(images)
         if table.reason is not None:
             if table.reason in _STATIC:
-                convert = table.convert
-                where = change.where
-                raw.append(Change(table.shape[0], op, table.shape[1], table.shape[2],
-                                  convert(change.before), convert(change.after),
-                                  (*position, 0), _fk_checks(where), **table.traits))
+                ref, columns, key = table.shape
+                convert, fk, traits = table.convert, _fk_checks(where), table.traits
+                for i, (before, after) in enumerate(images, row):
+                    raw.append(Change(ref, op, columns, key, convert(before), convert(after),
+                                      (seq, file_no, offset, i, 0), fk, **traits))
             continue  # a late reason: re-read below
         keyof = table.keyof
         last = table.last
-        after = change.after
-        if after is not None and ABSENT in after:
-            table.reason = PARTIAL_IMAGE
-            continue
-        if op == INSERT:
-            k = keyof(after)
-            if k is None:
-                raise _bad_key(table, position)
-            last[k] = (position, after)
-        elif op == DELETE:
-            k = keyof(change.before)
-            if k is None:
-                raise _bad_key(table, position)
-            last[k] = (position, None)
-        else:
-            kb = keyof(change.before)
-            ka = keyof(after)
-            if kb is None or ka is None:
-                raise _bad_key(table, position)
-            if ka != kb:
-                last[kb] = (position, None)
-            last[ka] = (position, after)
+        for i, (before, after) in enumerate(images, row):
+            position = (seq, file_no, offset, i)
+            if op == INSERT:
+                if ABSENT in after:
+                    table.reason = PARTIAL_IMAGE
+                    break
+                k = keyof(after)
+                if k is None:
+                    raise _bad_key(table, position)
+                last[k] = (position, after)
+            elif op == DELETE:
+                k = keyof(before)
+                if k is None:
+                    raise _bad_key(table, position)
+                last[k] = (position, None)
+            else:
+                if ABSENT in after:
+                    table.reason = PARTIAL_IMAGE
+                    break
+                kb = keyof(before)
+                ka = keyof(after)
+                if kb is None or ka is None:
+                    raise _bad_key(table, position)
+                if ka != kb:
+                    last[kb] = (position, None)
+                last[ka] = (position, after)
 
     redo = set()
     text_keys = False
@@ -311,6 +318,28 @@ def segment_changes(relay_dir: str, segment: Any,
             yield Change(ref, INSERT, columns, key, None, after, (*position, 1), fk)
             continue
         yield Change(ref, op, columns, key, before, after, (*position, 0), fk, **traits)
+
+
+def _event_images(relay_dir: str, segment: Any
+                  ) -> Iterator[tuple[Any, str, Any, int, int, list[tuple[Any, Any]]]]:
+    """Per rows event of the partition: its table map, op, location, offset, the row
+    number of its first image and its ``(before, after)`` images; (offset, row) numbers
+    the changes as :func:`numbered_changes` does (the rows events of one MySQL transaction
+    payload share its offset, and their rows keep counting)."""
+    path = str(Path(relay_dir) / segment.subdir / segment.file)
+    last_offset, row = -1, 0
+    for (etype, offset, where, tm, op, partial, _present, _present_after, data, p, stop,
+         first, second) in iter_segment_runs(Path(relay_dir), segment):
+        if offset != last_offset:
+            last_offset, row = offset, 0
+        try:
+            images = row_images(tm, op, partial, data, p, stop, first, second)
+        except BinlogFormatError:
+            raise
+        except Exception as exc:  # whatever a corrupt image causes, as the scanner says it
+            raise row_error(path, etype, offset, exc) from exc
+        yield tm, op, where, offset, row, images
+        row += len(images)
 
 
 def _numbered(relay_dir: str, segment: Any) -> Iterator[tuple[Any, tuple[int, int, int, int]]]:

@@ -20,7 +20,7 @@ from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.relaydir import RelayView
 from binrelay.relay.scan import read_fde, read_fde_event
 from binrelay.rows.decoder import EventDecoder
-from binrelay.rows.scanner import ChangeScanner
+from binrelay.rows.scanner import ChangeScanner, RowsRun
 from binrelay.spark.changes import RowBuilder
 from binrelay.spark.planning import Segment, xa_outcome
 
@@ -99,10 +99,26 @@ def numbered_changes(relay_dir: Path, segment: Segment
 
 def iter_segment_changes(relay_dir: Path, segment: Segment) -> Iterator[tuple[Any, int]]:
     """The row changes of a DML partition with their event's timestamp, in relay order."""
+    for change, buf, base in _walk(relay_dir, segment, False):
+        where = change.where
+        yield change, U32.unpack_from(buf, where.pos - base)[0] if where is not None else 0
+
+
+def iter_segment_runs(relay_dir: Path, segment: Segment) -> Iterator[RowsRun]:
+    """The rows events of a DML partition in relay order, their images not decoded
+    (``ChangeScanner.scan_events``): for a reader that needs no object per row."""
+    for run, _buf, _base in _walk(relay_dir, segment, True):
+        yield run
+
+
+def _walk(relay_dir: Path, segment: Segment, runs: bool) -> Iterator[tuple[Any, bytes, int]]:
+    """What the scanner yields for the partition (changes, or rows events with ``runs``),
+    each with the buffer it came from and that buffer's file offset."""
     path = relay_dir / segment.subdir / segment.file
     scanner = ChangeScanner(path=str(path))
     for _ in scanner.scan(fde_bytes(path), file_offset=4):
         pass
+    scan = scanner.scan_events if runs else scanner.scan
 
     def cut_short(framer: EventFramer) -> RelayDirError | None:
         if not framer.buffered:
@@ -116,10 +132,8 @@ def iter_segment_changes(relay_dir: Path, segment: Segment) -> Iterator[tuple[An
         framer = EventFramer(segment.start, path=str(path))
         for fr in feed_from(f, framer, segment.stop, chunk=_CHUNK, incomplete=cut_short):
             buf, pos, base = fr.run()
-            for change in scanner.scan(buf, pos, file_offset=base):
-                where = change.where
-                ts = U32.unpack_from(buf, where.pos - base)[0] if where is not None else 0
-                yield change, ts
+            for item in scan(buf, pos, file_offset=base):
+                yield item, buf, base
             fr.consume(scanner.stopped_at)
 
 
