@@ -442,6 +442,22 @@ def test_rows_after_a_ddl_in_its_upstream_context(mariadb_factory, tmp_path: Pat
         assert cur.fetchone() == ("+00:00", REPLICA_SQL_MODE, "utf8mb4")
 
 
+@pytest.mark.parametrize("sql_mode", ["", "NO_BACKSLASH_ESCAPES,ANSI_QUOTES"])
+def test_a_journal_row_reads_alike_in_every_sql_mode(mariadb, sql_mode: str) -> None:
+    """A journal row may be built while the connection is still in an upstream DDL's
+    session (its reset leads the script): its literals mean the same in any sql_mode."""
+    statement = "ALTER TABLE `b%`.t ADD COLUMN c VARCHAR(9) DEFAULT 'it''s \\ \u00e9'"
+    journal = DdlJournal("b%jr", "p.1", batch_id=7)
+    with mariadb.connect(autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("CREATE DATABASE `b%jr`")
+        journal.create(cur)
+        cur.execute("SET sql_mode = %s", (sql_mode,))
+        cur.execute(journal.begin_sql((1, 2, 3, 0), EVIDENT, statement, ran=0))
+        cur.execute("SELECT pipeline, position, batch_id, fingerprint, ran, statement"
+                    " FROM `b%jr`.ddl_journal")
+        assert cur.fetchall() == (("p.1", "1.2.3.0", 7, EVIDENT, 0, statement),)
+
+
 @pytest.mark.parametrize("point", ["ddl-journaled", "ddl-applied", "finish"])
 def test_rows_between_ddl_after_a_crash(mariadb_factory, tmp_path: Path, spark, monkeypatch,
                                         point: str) -> None:

@@ -160,7 +160,7 @@ def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: s
             if evident(statement, schema):
                 # Run again, the server answers whether it ran: no print (most of a DDL's
                 # cost besides the DDL itself), and the row says "run it".
-                return journal.begin_sql(cur, position, EVIDENT, statement, ran=0)
+                return journal.begin_sql(position, EVIDENT, statement, ran=0)
             now = written = catalog_print(cur, statement, schema)
             if journal.replayed:
                 if recorded is not None and recorded != now.digest:
@@ -175,7 +175,7 @@ def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: s
                         "position": ".".join(map(str, position)),
                         "statement": snippet(statement)})
                     return None
-            return journal.begin_sql(cur, position, written.digest, statement)
+            return journal.begin_sql(position, written.digest, statement)
     except pymysql.MySQLError as exc:
         rollback_quietly(conn)
         raise _journal_error(exc, statement, position) from None
@@ -216,6 +216,10 @@ def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
             try:
                 run_queries(cur, script)
             except ScriptError as exc:
+                if exc.index < len(lead):
+                    rollback_quietly(conn)
+                    raise map_error(exc.error, "resetting the session after a DDL",
+                                    position=position) from None
                 if exc.index < len(journaled):
                     rollback_quietly(conn)
                     raise _journal_error(exc.error, statement, position) from None

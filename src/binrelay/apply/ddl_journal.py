@@ -33,6 +33,7 @@ from typing import Any
 from binrelay.apply.changes import TableRef
 from binrelay.apply.downstream import Query, ScriptError, errno_of, query_rows, run_queries
 from binrelay.apply.sql import ddl_kind, quote_table, rename_targets, snippet
+from binrelay.apply.statement_sql import sql_string
 from binrelay.errors import DdlOutcomeUnknownError
 
 __all__ = ["EVIDENT", "RUN", "SKIP", "CatalogPrint", "DdlJournal", "catalog_print", "decide",
@@ -416,18 +417,22 @@ class DdlJournal:
     def begin(self, cur: Any, position: tuple[int, ...], fingerprint: str,
               statement: str, *, ran: int | None = None) -> None:
         """The caller commits, before the DDL runs."""
-        cur.execute(self.begin_sql(cur, position, fingerprint, statement, ran=ran))
+        cur.execute(self.begin_sql(position, fingerprint, statement, ran=ran))
 
-    def begin_sql(self, cur: Any, position: tuple[int, ...], fingerprint: str,
-                  statement: str, *, ran: int | None = None) -> str:
-        """The statement :meth:`begin` runs (formatted for ``cur``'s connection); ``ran``
-        0 for an :func:`evident` DDL (a replay runs it)."""
-        return cur.mogrify(
-            f"REPLACE INTO {self._t()} (pipeline, position, batch_id, fingerprint,"
-            " ran, statement, written_at) VALUES (%s, %s, %s, %s, %s, %s,"
-            " UTC_TIMESTAMP(6))",
-            (self.pipeline, position_text(position), self.batch_id, fingerprint, ran,
-             snippet(statement, 255)))
+    def begin_sql(self, position: tuple[int, ...], fingerprint: str, statement: str, *,
+                  ran: int | None = None) -> str:
+        """The statement :meth:`begin` runs; ``ran`` 0 for an :func:`evident` DDL (a replay
+        runs it).  Its literals read alike in every sql_mode: it may be built while the
+        connection is still in an upstream DDL's session (``ddl.LeftContext``), whose
+        NO_BACKSLASH_ESCAPES would make PyMySQL's escaping wrong for the session it runs in."""
+        values = (sql_string(self.pipeline), sql_string(position_text(position)),
+                  str(int(self.batch_id)), sql_string(fingerprint),
+                  "NULL" if ran is None else str(int(ran)), sql_string(snippet(statement, 255)))
+        # Sent as it is, never formatted: the table's name with its % as they are.
+        return (f"REPLACE INTO {quote_table(self.table)} (pipeline, position, batch_id,"
+                " fingerprint,"
+                f" ran, statement, written_at) VALUES ({', '.join(values)},"
+                " UTC_TIMESTAMP(6))")
 
     def refused(self, cur: Any, position: tuple[int, ...]) -> None:
         """The DDL failed: the server undid it, so a later run runs it (``ran`` 0).  The row

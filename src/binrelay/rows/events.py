@@ -115,7 +115,7 @@ class RowsEvent:
         return self.rows()
 
     def rows(self, where: Location | None = None) -> Iterator[RowChange]:
-        """Decode the row images one at a time (lazily)."""
+        """Decode the row images (the whole event's when the first is asked for)."""
         try:
             yield from iter_rows(self.table, self.op, self.partial_json, self.data, self.start,
                                  self.end, self.decode_first, self.decode_second, where)
