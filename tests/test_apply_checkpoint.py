@@ -30,6 +30,7 @@ from binrelay.apply import (
     plan_batch,
     read_checkpoint,
 )
+from binrelay.apply.plan import KEY_BLOCK_BITS
 from binrelay.errors import (
     ApplyError,
     CheckpointError,
@@ -118,8 +119,12 @@ def test_batch_lifecycle_and_crash(conn: Any, target: Downstream, server: MariaD
             seen.target_gtid_set) == (False, 1, P0, G0, P1, G1)
     ledger = TaskLedger("life", 1, STORE)
     ref = TableRef("app", "t")
-    changes = [Change(ref, INSERT, ("id", "v"), (0,), None, (i, i), (1, i)) for i in range(6)]
+    # Keys a block apart: a block of neighbouring keys goes to one task.
+    ids = [i << KEY_BLOCK_BITS for i in range(6)]
+    changes = [Change(ref, INSERT, ("id", "v"), (0,), None, (k, i), (1, i))
+               for i, k in enumerate(ids)]
     parts = plan_batch(changes).parts(2)
+    assert len(parts) == 2
     assert apply_plan_part(doomed, parts[0], ledger=ledger)
     with doomed.cursor() as cur:  # the second task is cut off mid-transaction
         cur.execute("INSERT INTO app.t VALUES (100, 100)")
@@ -141,7 +146,7 @@ def test_batch_lifecycle_and_crash(conn: Any, target: Downstream, server: MariaD
     assert _fresh_read(target, "life") == done
     assert finish_batch(conn, "life", 1, STORE) == done  # twice: a no-op
     assert _rows(server, "SELECT COUNT(*) FROM `br``ckpt`.checkpoint_task") == [(0,)]
-    assert _rows(server, "SELECT id FROM app.t ORDER BY id") == [(i,) for i in range(6)]
+    assert _rows(server, "SELECT id FROM app.t ORDER BY id") == [(k,) for k in ids]
     assert _rows(server, "SELECT master_log_name, master_log_pos FROM `br``ckpt`.checkpoint"
                          " WHERE pipeline = 'life'") == [("mysql-bin.000001", 1200)]
 
