@@ -73,6 +73,7 @@ from binrelay.spark.planning import (
     plan_partitions,
     position_of_gtid_set,
 )
+from binrelay.spark.read_ahead import ReadAhead, read_stage, start_read
 from binrelay.spark.serial import segment_actions
 from binrelay.spark.tasks import (
     TaskContext,
@@ -82,7 +83,6 @@ from binrelay.spark.tasks import (
     apply_lanes,
     apply_task,
     apply_with_checkpoint,
-    compacted,
     identity,
     kept,
     lanes,
@@ -105,6 +105,8 @@ class SyncStats:
     ddl: int = 0
     changes: int = 0
     seconds: float = 0.0
+    #: Batches whose read stage ran while the barrier batch before them was replayed.
+    read_ahead: int = 0
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,8 @@ class SyncPipeline:
         self._unregistered: Position | None = None
         #: The downstream outage being waited out, if any.
         self.outage: Outage | None = None
+        #: The next batch's read stage, started while a barrier batch is replayed.
+        self._read_ahead: ReadAhead | None = None
         #: The last error retried (text, epoch seconds), kept in the consumer registration
         #: for ``status``.
         self.last_error: tuple[str, float] | None = None
@@ -404,7 +408,8 @@ class SyncPipeline:
         waiter: ChangeWaiter | None = None
         blocked = False
         planner: ThreadPoolExecutor | None = None
-        ahead: tuple[tuple[Position, int], Future[Planned]] | None = None
+        ahead: tuple[tuple[Position, int], Future[tuple[Planned, ReadAhead | None]]] | None \
+            = None
         try:
             # The checkpoint is read once: from then on this process is the one moving it
             # (mark_in_flight refuses a batch that does not start where it stands).
@@ -442,8 +447,10 @@ class SyncPipeline:
                     min(self.sync.batch_bytes, self.sync.partition_bytes)
                 planning = time.monotonic()
                 if ahead is not None and ahead[0] == (start, max_bytes):
-                    end, segments, gtids = ahead[1].result()
+                    (end, segments, gtids), read_ahead = ahead[1].result()
+                    self._adopt(read_ahead)
                 else:
+                    self._drop(ahead)
                     end, segments, gtids = self._plan(view, start, end_limit, max_bytes)
                 ahead = None
                 if end == start:
@@ -465,13 +472,15 @@ class SyncPipeline:
                     # of planning, which then no longer sits between two Spark jobs.
                     planner = planner or ThreadPoolExecutor(1, thread_name_prefix="plan")
                     ahead = ((end, max_bytes),
-                             planner.submit(self._plan, view, end, end_limit, max_bytes))
+                             planner.submit(self._plan_then_read, view, end, end_limit,
+                                            max_bytes, self._barrier(segments)))
                 self._batch(start, end, batch_id, gtid, relay_end=end_limit,
                             segments=segments, planned_in=time.monotonic() - planning)
                 start = end
         finally:
             if planner is not None:
                 planner.shutdown(wait=True, cancel_futures=True)
+            self._drop(ahead)
             if waiter is not None:
                 waiter.close()
             if self._unregistered is not None:
@@ -488,6 +497,64 @@ class SyncPipeline:
             target_bytes=self.sync.partition_bytes, gtids=gtids, ddl_run=_DDL_RUN,
             run_rows=0 if self.sync.mode == "strict" else min(_RUN_ROWS, max_bytes))
         return end, segments, gtids
+
+    def _barrier(self, segments: list[Segment]) -> bool:
+        """Whether the batch of ``segments`` is replayed on the driver in relay order (DDL,
+        statements, XA: ``_serial``), leaving Spark's slots to the next batch's read stage
+        (``read_ahead``)."""
+        return self.sync.mode != "strict" and any(s.kind != "dml" for s in segments)
+
+    def _plan_then_read(self, view: RelayView, start: Position, end_limit: Position,
+                        max_bytes: int, read: bool) -> tuple[Planned, ReadAhead | None]:
+        """:meth:`_plan`, in the planner's thread; when ``read`` (the batch before runs no
+        Spark job) and the planned batch is one for Spark's apply stage, its read stage
+        started too."""
+        planned = self._plan(view, start, end_limit, max_bytes)
+        segments = planned[1]
+        # Only a session the main thread has taken over (``spark``): this thread leaves
+        # its start to it.
+        spark = self._spark if self._spark_starting is None else None
+        if not read or spark is None or len(segments) < 2 or \
+                any(s.kind != "dml" for s in segments) or \
+                self._on_driver(sum(s.stop - s.start for s in segments)):
+            return planned, None
+        rules = self.rules  # as they stand: _read_stage compares them with those it uses
+        started = start_read(spark.sparkContext, str(self.relay_dir), segments,
+                             self.sync.tasks, rules)
+        if started is not None:
+            log.debug("read stage started ahead", extra={
+                "pipeline": self.name, "at": str(start), "partitions": len(segments)})
+        return planned, started
+
+    def _drop(self, ahead: tuple[Any, Future[tuple[Planned, ReadAhead | None]]] | None
+              ) -> None:
+        """A batch planned ahead that will not run (its start or size changed, the run
+        ends): its read stage cancelled, and any kept before."""
+        if ahead is not None and not ahead[1].cancelled():
+            with contextlib.suppress(Exception):  # its planning's error: not needed now
+                self._adopt(ahead[1].result()[1])
+        self._adopt(None)
+
+    def _adopt(self, read_ahead: ReadAhead | None) -> None:
+        """Keep ``read_ahead`` for the next batch, cancelling the one kept before."""
+        if self._read_ahead is not None and self._read_ahead is not read_ahead:
+            self._read_ahead.cancel()
+        self._read_ahead = read_ahead
+
+    def _read_stage(self, segments: list[Segment], tasks: int,
+                    rules: TableRules) -> tuple[Any, Any]:
+        """The batch's read stage (``read_ahead.read_stage``): the one started ahead when
+        it was made of these partitions and rules, otherwise a new one."""
+        ahead, self._read_ahead = self._read_ahead, None
+        if ahead is not None:
+            if ahead.serves(segments, tasks, rules):
+                self.stats.read_ahead += 1
+                return ahead.source, ahead.shuffled
+            log.debug("read stage started ahead not used: the catalog's rules changed",
+                      extra={"pipeline": self.name})
+            ahead.cancel()
+        return read_stage(self.spark.sparkContext, str(self.relay_dir), segments, tasks,
+                          rules)
 
     def _plan_ahead(self, segments: list[Segment], end: Position,
                     end_limit: Position) -> bool:
@@ -708,12 +775,10 @@ class SyncPipeline:
             counts = sc.parallelize(segments, 1).mapPartitions(
                 lambda segs: apply_alone(alone, relay_dir, segs)).collect()
             return self._counted(counts)
-        source = sc.parallelize(segments, len(segments))
         # Records stay keyed by apply task; a Spark task per slot applies its apply tasks
         # at once (apply_lanes): ``tasks`` connections write, whatever the slots.
         width = lanes(tasks, sc.defaultParallelism)
-        shuffled = (source.mapPartitions(lambda segs: compacted(relay_dir, segs, tasks, rules))
-                    .partitionBy(width, identity))
+        source, shuffled = self._read_stage(segments, tasks, rules)
         # One job when no table can need replaying in order (each task sees that from every
         # partition's flags and applies at once); otherwise the first job only finds the
         # ordered tables and a second one applies.  The second reuses the first's shuffle

@@ -1,0 +1,94 @@
+"""A batch's read stage started while the barrier batch before it is replayed on the driver
+(``binrelay.spark.read_ahead``): used when the catalog's rules stayed the same, cancelled
+and run again when a DDL of the barrier changed them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from binrelay.apply.changes import TableRef
+from binrelay.config import load_config
+from binrelay.spark.read_ahead import ReadAhead
+from binrelay.spark.sync import SyncPipeline
+from relay_helpers import relay_until_caught_up
+from test_sync import pipeline_config
+
+PAD = "x" * 180
+
+
+def _rows(server, first: int, count: int, per: int = 50) -> None:
+    """``count`` rows from ``first`` on, ``per`` to a transaction (whole transactions are
+    partitions: a batch of one would have no read stage to start ahead)."""
+    conn = server.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for start in range(first, first + count, per):
+                cur.execute(
+                    "INSERT INTO app.t (id, a, pad) SELECT seq, seq MOD 97, %s FROM "
+                    f"app.seq_{start}_to_{min(start + per, first + count) - 1}", (PAD,))
+    finally:
+        conn.close()
+
+
+def _updates(server, count: int, per: int = 50) -> None:
+    conn = server.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for start in range(1, count + 1, per):
+                cur.execute("UPDATE app.t SET a = a + 1, pad = REVERSE(pad) "
+                            "WHERE id BETWEEN %s AND %s", (start, start + per - 1))
+    finally:
+        conn.close()
+
+
+def test_read_ahead_across_barriers(spark, mariadb_factory, tmp_path: Path,
+                                    monkeypatch) -> None:
+    upstream = mariadb_factory(server_id=1)
+    downstream = mariadb_factory(server_id=2)
+    relay_dir = tmp_path / "relay"
+    config_path = pipeline_config(tmp_path / "binrelay.toml", upstream, relay_dir,
+                                  downstream)
+    upstream.execute("CREATE DATABASE app")
+    upstream.execute("CREATE TABLE app.t (id INT PRIMARY KEY, a INT, pad VARCHAR(200))")
+    _rows(upstream, 1, 2000)
+    # A barrier that leaves the rules as they are: the next batch's read stage is used.
+    upstream.execute("CREATE INDEX a ON app.t (a)")
+    _rows(upstream, 2001, 2000)
+    # One that changes them (a generated column, never assigned by the sync): the read
+    # stage started with the old rules would write it; it is cancelled and run again.
+    upstream.execute("ALTER TABLE app.t ADD COLUMN g INT AS (a * 2) PERSISTENT")
+    _updates(upstream, 4000)
+    relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
+
+    started: list[ReadAhead] = []
+    cancelled: list[ReadAhead] = []
+    start_read = SyncPipeline._plan_then_read
+    cancel = ReadAhead.cancel
+
+    def spy_start(self, *args):
+        planned, ahead = start_read(self, *args)
+        if ahead is not None:
+            started.append(ahead)
+        return planned, ahead
+
+    def spy_cancel(self) -> None:
+        cancelled.append(self)
+        cancel(self)
+
+    monkeypatch.setattr(SyncPipeline, "_plan_then_read", spy_start)
+    monkeypatch.setattr(ReadAhead, "cancel", spy_cancel)
+    pipeline = SyncPipeline(load_config(config_path), spark=spark)
+    stats = pipeline.run(until_caught_up=True)
+
+    # Rows, not CHECKSUM TABLE: MariaDB 10.11's checksum of a table whose stored
+    # generated column came with an ALTER differs between rows UPDATEd and REPLACEd to
+    # the same values (seen here; a fresh copy of either gives a third value).
+    dump = "SELECT id, a, pad, g FROM app.t ORDER BY id"
+    assert downstream.execute(dump) == upstream.execute(dump)
+    # After the CREATE TABLE and the CREATE INDEX the rules are the same: used; after the
+    # generated column: not.
+    assert len(started) == 3, started
+    assert stats.read_ahead == 2
+    assert cancelled == [started[2]]
+    assert not started[2].rules.generated
+    assert pipeline.rules.generated == {TableRef("app", "t"): frozenset({"g"})}
