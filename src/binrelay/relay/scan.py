@@ -57,10 +57,10 @@ def read_fde_event(path: Path) -> bytes | None:
 
 
 def read_fde(path: Path) -> FormatDescription | None:
-    return _parse_fde(read_fde_event(path))
+    return parse_fde(read_fde_event(path))
 
 
-def _parse_fde(event: bytes | None) -> FormatDescription | None:
+def parse_fde(event: bytes | None) -> FormatDescription | None:
     if event is None:
         return None
     try:
@@ -76,7 +76,7 @@ def scan_file(path: Path, *, flavor: str | None, start: int = 0,
     """Scan ``path`` from ``start`` (0, or an event boundary after the FDE)."""
     size = os.path.getsize(path)
     fde_event = read_fde_event(path)
-    fde = _parse_fde(fde_event)
+    fde = parse_fde(fde_event)
     if fde is None or fde_event is None:
         reason = "no binlog header" if size else "empty file"
         return ScanResult(size, None, 0, "", 0, reason, False, None)

@@ -10,6 +10,7 @@ thread runs it; row events become one statement per row, in order.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from binrelay.apply.sql import start_transaction_clause
 from binrelay.apply.statement_sql import context_statements
 from binrelay.binlog import constants as c
 from binrelay.binlog.events import (
+    FormatDescription,
     FormatDescriptionEvent,
     IntvarEvent,
     MariadbGtidEvent,
@@ -38,11 +40,10 @@ from binrelay.binlog.txn import (
 )
 from binrelay.errors import RelayDirError, UnfaithfulApplyError
 from binrelay.position import SubdirName, binlog_sort_key
-from binrelay.relay.scan import read_fde
+from binrelay.relay.scan import parse_fde, read_fde_event
 from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, RowsEvent
 from binrelay.spark.compact import table_shape
-from binrelay.spark.decode import fde_bytes
 from binrelay.spark.planning import Segment
 
 #: Statements that do not commit by themselves (the others are DDL and do).
@@ -73,19 +74,42 @@ def commits_implicitly(statement: str) -> bool:
     return not (first in ("CREATE", "DROP") and rest.startswith("TEMPORARY"))
 
 
+#: Relay files' format description events, by path, device, inode and modification time:
+#: a DDL-rich range is a segment per DDL, each of which read its file's header twice.  A
+#: file made again under the same name is another inode or was modified since.
+_HEADERS: dict[tuple[str, int, int, int], tuple[bytes, FormatDescription]] = {}
+_HEADERS_KEPT = 64
+
+
+def _header(path: Path) -> tuple[bytes, FormatDescription]:
+    """The relay file's FORMAT_DESCRIPTION_EVENT: its bytes and what it says."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise RelayDirError(f"relay file {path} is gone (purged?) but a batch still needs it",
+                            hint="register the pipeline as a relay consumer so purge keeps "
+                                 "it") from None
+    key = (str(path), st.st_dev, st.st_ino, st.st_mtime_ns)
+    found = _HEADERS.get(key)
+    if found is None:
+        raw = read_fde_event(path)
+        fde = None if raw is None else parse_fde(raw)
+        if raw is None or fde is None:
+            raise RelayDirError(f"relay file {path} has no valid binlog header")
+        if len(_HEADERS) >= _HEADERS_KEPT:
+            _HEADERS.clear()
+        found = _HEADERS[key] = (raw, fde)
+    return found
+
+
 def segment_actions(relay_dir: Path, segment: Segment,
                     rules: TableRules) -> Iterator[tuple[int, str | None, list[Action]]]:
     """The segment's transactions, each as ``(end offset, GTID, actions in relay order)``."""
     path = relay_dir / segment.subdir / segment.file
-    if not path.exists():
-        raise RelayDirError(f"relay file {path} is gone (purged?) but a batch still needs it",
-                            hint="register the pipeline as a relay consumer so purge keeps it")
-    fde = read_fde(path)
-    if fde is None:
-        raise RelayDirError(f"relay file {path} has no valid binlog header")
+    fde_raw, fde = _header(path)
     decoder = EventDecoder(path=str(path))
     mariadb, version = True, None
-    for ev in decoder.feed(fde_bytes(path), 4):
+    for ev in decoder.feed(fde_raw, 4):
         if isinstance(ev, FormatDescriptionEvent):
             mariadb, version = ev.fde.is_mariadb, ev.fde.server_version
     seq = SubdirName.parse(segment.subdir).seq
