@@ -62,20 +62,31 @@ def test_read_ahead_across_barriers(spark, mariadb_factory, tmp_path: Path,
 
     started: list[ReadAhead] = []
     cancelled: list[ReadAhead] = []
-    start_read = SyncPipeline._plan_then_read
+    start_read = SyncPipeline._read_next
     cancel = ReadAhead.cancel
 
     def spy_start(self, *args):
-        planned, ahead = start_read(self, *args)
+        ahead = start_read(self, *args)
         if ahead is not None:
             started.append(ahead)
-        return planned, ahead
+        return ahead
 
     def spy_cancel(self) -> None:
         cancelled.append(self)
         cancel(self)
 
-    monkeypatch.setattr(SyncPipeline, "_plan_then_read", spy_start)
+    monkeypatch.setattr(SyncPipeline, "_read_next", spy_start)
+    # Planned while the batch before the barrier applied, chained after the barrier's own
+    # planning: their read stages start as soon as Spark's slots are free.
+    chained: list[object] = []
+    plan_then_read = SyncPipeline._plan_then_read
+
+    def spy_plan(self, view, start, end_limit, max_bytes, read, chain=False):
+        if not chain:
+            chained.append(start)
+        return plan_then_read(self, view, start, end_limit, max_bytes, read, chain)
+
+    monkeypatch.setattr(SyncPipeline, "_plan_then_read", spy_plan)
     monkeypatch.setattr(ReadAhead, "cancel", spy_cancel)
     pipeline = SyncPipeline(load_config(config_path), spark=spark)
     stats = pipeline.run(until_caught_up=True)
@@ -91,4 +102,5 @@ def test_read_ahead_across_barriers(spark, mariadb_factory, tmp_path: Path,
     assert stats.read_ahead == 2
     assert cancelled == [started[2]]
     assert not started[2].rules.generated
+    assert len(chained) >= 2, chained
     assert pipeline.rules.generated == {TableRef("app", "t"): frozenset({"g"})}

@@ -94,6 +94,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: A planned batch: its end, its partitions, the GTIDs of its transactions.
 Planned = tuple[Position, list[Segment], list[str]]
+#: A batch being planned in the planner's thread, by (start, max bytes): the planned batch,
+#: its read stage if started, and the batch after it if chained (``_plan_then_read``).
+Ahead = tuple[tuple[Position, int], "Future[PlannedAhead]"]
+PlannedAhead = tuple[Planned, "ReadAhead | None", "Ahead | None"]
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -207,6 +211,8 @@ class SyncPipeline:
         self.outage: Outage | None = None
         #: The next batch's read stage, started while a barrier batch is replayed.
         self._read_ahead: ReadAhead | None = None
+        #: The thread that plans batches ahead (``_run``'s), once started.
+        self._planner: ThreadPoolExecutor | None = None
         #: The last error retried (text, epoch seconds), kept in the consumer registration
         #: for ``status``.
         self.last_error: tuple[str, float] | None = None
@@ -408,8 +414,7 @@ class SyncPipeline:
         waiter: ChangeWaiter | None = None
         blocked = False
         planner: ThreadPoolExecutor | None = None
-        ahead: tuple[tuple[Position, int], Future[tuple[Planned, ReadAhead | None]]] | None \
-            = None
+        ahead: Ahead | None = None
         try:
             # The checkpoint is read once: from then on this process is the one moving it
             # (mark_in_flight refuses a batch that does not start where it stands).
@@ -447,12 +452,12 @@ class SyncPipeline:
                     min(self.sync.batch_bytes, self.sync.partition_bytes)
                 planning = time.monotonic()
                 if ahead is not None and ahead[0] == (start, max_bytes):
-                    (end, segments, gtids), read_ahead = ahead[1].result()
+                    (end, segments, gtids), read_ahead, ahead = ahead[1].result()
                     self._adopt(read_ahead)
                 else:
                     self._drop(ahead)
+                    ahead = None
                     end, segments, gtids = self._plan(view, start, end_limit, max_bytes)
-                ahead = None
                 if end == start:
                     # A prepared XA transaction whose outcome is not relayed yet.
                     if not blocked:
@@ -466,20 +471,22 @@ class SyncPipeline:
                 blocked = False
                 batch_id += 1
                 gtid = advance_gtid_set(gtid, gtids)
-                if self._plan_ahead(segments, end, end_limit):
+                if ahead is None and self._plan_ahead(segments, end, end_limit):
                     # The next batch is planned while Spark applies this one (the driver
                     # only waits meanwhile): a catch-up's batch of 256 MiB takes ~0.5 s
                     # of planning, which then no longer sits between two Spark jobs.
-                    planner = planner or ThreadPoolExecutor(1, thread_name_prefix="plan")
+                    planner = self._planner = planner or ThreadPoolExecutor(
+                        1, thread_name_prefix="plan")
                     ahead = ((end, max_bytes),
                              planner.submit(self._plan_then_read, view, end, end_limit,
-                                            max_bytes, self._barrier(segments)))
+                                            max_bytes, self._barrier(segments), True))
                 self._batch(start, end, batch_id, gtid, relay_end=end_limit,
                             segments=segments, planned_in=time.monotonic() - planning)
                 start = end
         finally:
             if planner is not None:
                 planner.shutdown(wait=True, cancel_futures=True)
+                self._planner = None
             self._drop(ahead)
             if waiter is not None:
                 waiter.close()
@@ -505,34 +512,55 @@ class SyncPipeline:
         return self.sync.mode != "strict" and any(s.kind != "dml" for s in segments)
 
     def _plan_then_read(self, view: RelayView, start: Position, end_limit: Position,
-                        max_bytes: int, read: bool) -> tuple[Planned, ReadAhead | None]:
+                        max_bytes: int, read: bool, chain: bool = False) -> PlannedAhead:
         """:meth:`_plan`, in the planner's thread; when ``read`` (the batch before runs no
         Spark job) and the planned batch is one for Spark's apply stage, its read stage
-        started too."""
+        started too.  With ``chain``, a planned barrier batch has the batch after it
+        planned next in this thread, with its read stage: that stage then starts as soon
+        as Spark's slots are free (the apply stage of the batch before the barrier, whose
+        jobs were submitted first, keeps them until it is done), not ~0.5 s into the
+        barrier's replay, after its planning."""
         planned = self._plan(view, start, end_limit, max_bytes)
         segments = planned[1]
+        chained: Ahead | None = None
+        if chain and self._planner is not None and self._barrier(segments) and \
+                self._plan_ahead(segments, planned[0], end_limit):
+            chained = ((planned[0], max_bytes),
+                       self._planner.submit(self._plan_then_read, view, planned[0],
+                                            end_limit, max_bytes, True))
+        return planned, self._read_next(start, segments, read), chained
+
+    def _read_next(self, start: Position, segments: list[Segment], read: bool
+                   ) -> ReadAhead | None:
+        """The read stage of the planned batch of ``segments``, started now, when ``read``
+        and it is one for Spark's apply stage."""
         # Only a session the main thread has taken over (``spark``): this thread leaves
         # its start to it.
         spark = self._spark if self._spark_starting is None else None
         if not read or spark is None or len(segments) < 2 or \
                 any(s.kind != "dml" for s in segments) or \
                 self._on_driver(sum(s.stop - s.start for s in segments)):
-            return planned, None
+            return None
         rules = self.rules  # as they stand: _read_stage compares them with those it uses
         started = start_read(spark.sparkContext, str(self.relay_dir), segments,
                              self.sync.tasks, rules)
         if started is not None:
             log.debug("read stage started ahead", extra={
                 "pipeline": self.name, "at": str(start), "partitions": len(segments)})
-        return planned, started
+        return started
 
-    def _drop(self, ahead: tuple[Any, Future[tuple[Planned, ReadAhead | None]]] | None
-              ) -> None:
+    def _drop(self, ahead: Ahead | None) -> None:
         """A batch planned ahead that will not run (its start or size changed, the run
-        ends): its read stage cancelled, and any kept before."""
+        ends), and any chained after it: their read stages cancelled, and any kept
+        before."""
         if ahead is not None and not ahead[1].cancelled():
-            with contextlib.suppress(Exception):  # its planning's error: not needed now
-                self._adopt(ahead[1].result()[1])
+            try:
+                _planned, read_ahead, chained = ahead[1].result()
+            except Exception:  # its planning's error: not needed now
+                pass
+            else:
+                self._adopt(read_ahead)
+                self._drop(chained)
         self._adopt(None)
 
     def _adopt(self, read_ahead: ReadAhead | None) -> None:
