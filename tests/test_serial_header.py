@@ -1,9 +1,8 @@
-"""The driver's replay of barrier batches reads each relay file's header once
-(``spark.serial._header``), and again for a file made anew under the same name."""
+"""A barrier batch's replay reads each relay file's header once (``spark.serial._header``
+with the replay's ``headers``), and clear errors for a file gone or garbled."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -13,29 +12,24 @@ from binrelay.errors import RelayDirError
 from binrelay.spark import serial
 
 
-def _write(path: Path, flavor: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    b = BinlogBuilder(flavor=flavor, checksum=True).header()
-    b.ddl("CREATE TABLE app.t (id INT)")
-    tmp.write_bytes(b.bytes())
-    os.replace(tmp, path)
-
-
-def test_a_relay_file_header_is_read_once_per_file(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relay_file_header_is_read_once_per_replay(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "mysql-bin.000001"
-    _write(path, "mariadb")
+    b = BinlogBuilder(flavor="mariadb", checksum=True).header()
+    b.ddl("CREATE TABLE app.t (id INT)")
+    path.write_bytes(b.bytes())
     reads: list[Path] = []
     read = serial.read_fde_event
     monkeypatch.setattr(serial, "read_fde_event", lambda p: reads.append(p) or read(p))
-    first = serial._header(path)
-    assert first[1].is_mariadb and serial._header(path) == first and reads == [path]
-    # Made again under the same name (a relay dir rebuilt while the sync runs).
-    _write(path, "mysql")
-    assert not serial._header(path)[1].is_mariadb and len(reads) == 2
-    path.unlink()
+    headers: serial.Headers = {}
+    first = serial._header(path, headers)
+    assert first[1].is_mariadb
+    assert serial._header(path, headers) == first and reads == [path]
+    # Another replay reads it again (a file may be made anew under the same name).
+    assert serial._header(path, {}) == first and reads == [path, path]
     with pytest.raises(RelayDirError, match="is gone"):
-        serial._header(path)
-    path.write_bytes(b"\xfebin" + b"\0" * 10)
+        serial._header(tmp_path / "mysql-bin.000002", headers)
+    garbled = tmp_path / "mysql-bin.000003"
+    garbled.write_bytes(b"\xfebin" + b"\0" * 10)
     with pytest.raises(RelayDirError, match="no valid binlog header"):
-        serial._header(path)
+        serial._header(garbled, headers)

@@ -4,7 +4,10 @@ and run again when a DDL of the barrier changed them."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+
+import pytest
 
 from binrelay.apply.changes import TableRef
 from binrelay.config import load_config
@@ -81,10 +84,10 @@ def test_read_ahead_across_barriers(spark, mariadb_factory, tmp_path: Path,
     chained: list[object] = []
     plan_then_read = SyncPipeline._plan_then_read
 
-    def spy_plan(self, view, start, end_limit, max_bytes, read, chain=False):
-        if not chain:
+    def spy_plan(self, view, start, end_limit, max_bytes, read, chain=False, gate=None):
+        if gate is not None:
             chained.append(start)
-        return plan_then_read(self, view, start, end_limit, max_bytes, read, chain)
+        return plan_then_read(self, view, start, end_limit, max_bytes, read, chain, gate)
 
     monkeypatch.setattr(SyncPipeline, "_plan_then_read", spy_plan)
     monkeypatch.setattr(ReadAhead, "cancel", spy_cancel)
@@ -103,3 +106,61 @@ def test_read_ahead_across_barriers(spark, mariadb_factory, tmp_path: Path,
     assert not started[2].rules.generated
     assert len(chained) >= 2, chained
     assert pipeline.rules.generated == {TableRef("app", "t"): frozenset({"g"})}
+
+
+def test_a_read_stage_started_ahead_is_cancelled_when_the_run_stops(
+        spark, mariadb_factory, tmp_path: Path, monkeypatch) -> None:
+    """A run that ends while the batch after a barrier has its read stage running (here:
+    an error after the barrier's replay) cancels that stage: no Spark job is left behind
+    the run."""
+    upstream = mariadb_factory(server_id=1)
+    downstream = mariadb_factory(server_id=2)
+    relay_dir = tmp_path / "relay"
+    config_path = pipeline_config(tmp_path / "binrelay.toml", upstream, relay_dir,
+                                  downstream)
+    upstream.execute("CREATE DATABASE app")
+    upstream.execute("CREATE TABLE app.t (id INT PRIMARY KEY, a INT, pad VARCHAR(200))")
+    _rows(upstream, 1, 2000)
+    upstream.execute("CREATE INDEX a ON app.t (a)")
+    _rows(upstream, 2001, 2000)
+    relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
+
+    started: list[ReadAhead] = []
+    cancelled: list[ReadAhead] = []
+    start_read = SyncPipeline._read_next
+    cancel = ReadAhead.cancel
+
+    def spy_start(self, *args):
+        ahead = start_read(self, *args)
+        if ahead is not None:
+            started.append(ahead)
+        return ahead
+
+    def spy_cancel(self) -> None:
+        cancelled.append(self)
+        cancel(self)
+
+    monkeypatch.setattr(SyncPipeline, "_read_next", spy_start)
+    monkeypatch.setattr(ReadAhead, "cancel", spy_cancel)
+    barriers: list[object] = []
+
+    def stop_after_the_index(report) -> None:
+        if report.kind == "ddl":
+            barriers.append(report)
+            if len(barriers) == 2:
+                raise RuntimeError("stopped after the CREATE INDEX")
+
+    pipeline = SyncPipeline(load_config(config_path), spark=spark,
+                            listeners=[stop_after_the_index])
+    with pytest.raises(RuntimeError, match="stopped after"):
+        pipeline.run(until_caught_up=True)
+    # The batch after the CREATE TABLE used its read stage; the one after the index never
+    # ran.
+    assert len(started) == 2 and pipeline.stats.read_ahead == 1, started
+    assert cancelled == [started[1]]
+    # Cancelled (or done): nothing left running.  Spark cancels a job asynchronously.
+    deadline = time.monotonic() + 30
+    while not started[1].job.isCompleted() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started[1].job.isCompleted()
+    assert pipeline._read_ahead is None and pipeline._planner is None

@@ -10,7 +10,6 @@ thread runs it; row events become one statement per row, in order.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,39 +73,39 @@ def commits_implicitly(statement: str) -> bool:
     return not (first in ("CREATE", "DROP") and rest.startswith("TEMPORARY"))
 
 
-#: Relay files' format description events, by path, device, inode and modification time:
-#: a DDL-rich range is a segment per DDL, each of which read its file's header twice.  A
-#: file made again under the same name is another inode or was modified since.
-_HEADERS: dict[tuple[str, int, int, int], tuple[bytes, FormatDescription]] = {}
-_HEADERS_KEPT = 64
+#: Relay files' FORMAT_DESCRIPTION_EVENTs (bytes, what they say) by path, kept by the caller
+#: of :func:`segment_actions` for one replay (a barrier batch: a segment per DDL, each of
+#: which read its file's header twice), so that no file made again under the same name
+#: meanwhile can be served an old header.
+Headers = dict[Path, tuple[bytes, FormatDescription]]
 
 
-def _header(path: Path) -> tuple[bytes, FormatDescription]:
+def _header(path: Path, headers: Headers | None) -> tuple[bytes, FormatDescription]:
     """The relay file's FORMAT_DESCRIPTION_EVENT: its bytes and what it says."""
+    found = None if headers is None else headers.get(path)
+    if found is not None:
+        return found
     try:
-        st = os.stat(path)
+        raw = read_fde_event(path)
     except FileNotFoundError:
         raise RelayDirError(f"relay file {path} is gone (purged?) but a batch still needs it",
                             hint="register the pipeline as a relay consumer so purge keeps "
                                  "it") from None
-    key = (str(path), st.st_dev, st.st_ino, st.st_mtime_ns)
-    found = _HEADERS.get(key)
-    if found is None:
-        raw = read_fde_event(path)
-        fde = None if raw is None else parse_fde(raw)
-        if raw is None or fde is None:
-            raise RelayDirError(f"relay file {path} has no valid binlog header")
-        if len(_HEADERS) >= _HEADERS_KEPT:
-            _HEADERS.clear()
-        found = _HEADERS[key] = (raw, fde)
-    return found
+    fde = None if raw is None else parse_fde(raw)
+    if raw is None or fde is None:
+        raise RelayDirError(f"relay file {path} has no valid binlog header")
+    if headers is not None:
+        headers[path] = (raw, fde)
+    return raw, fde
 
 
-def segment_actions(relay_dir: Path, segment: Segment,
-                    rules: TableRules) -> Iterator[tuple[int, str | None, list[Action]]]:
-    """The segment's transactions, each as ``(end offset, GTID, actions in relay order)``."""
+def segment_actions(relay_dir: Path, segment: Segment, rules: TableRules,
+                    headers: Headers | None = None,
+                    ) -> Iterator[tuple[int, str | None, list[Action]]]:
+    """The segment's transactions, each as ``(end offset, GTID, actions in relay order)``;
+    ``headers``: the relay files' headers already read in this replay (``_header``)."""
     path = relay_dir / segment.subdir / segment.file
-    fde_raw, fde = _header(path)
+    fde_raw, fde = _header(path, headers)
     decoder = EventDecoder(path=str(path))
     mariadb, version = True, None
     for ev in decoder.feed(fde_raw, 4):

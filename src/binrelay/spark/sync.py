@@ -74,7 +74,7 @@ from binrelay.spark.planning import (
     position_of_gtid_set,
 )
 from binrelay.spark.read_ahead import ReadAhead, read_stage, start_read
-from binrelay.spark.serial import segment_actions
+from binrelay.spark.serial import Headers, segment_actions
 from binrelay.spark.tasks import (
     TaskContext,
     apply_alone,
@@ -94,9 +94,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: A planned batch: its end, its partitions, the GTIDs of its transactions.
 Planned = tuple[Position, list[Segment], list[str]]
-#: A batch being planned in the planner's thread, by (start, max bytes): the planned batch,
-#: its read stage if started, and the batch after it if chained (``_plan_then_read``).
-Ahead = tuple[tuple[Position, int], "Future[PlannedAhead]"]
+#: A batch being planned in the planner's thread, by (start, max bytes), with the gate its
+#: read stage waits on if chained: the planned batch, its read stage if started, and the
+#: batch after it if chained (``_plan_then_read``).
+Ahead = tuple[tuple[Position, int], "Future[PlannedAhead]", "threading.Event | None"]
 PlannedAhead = tuple[Planned, "ReadAhead | None", "Ahead | None"]
 
 
@@ -170,6 +171,10 @@ _RUN_ROWS = 64 * 1024
 #: while batches are kept to ``partition-bytes`` until Spark is up); the rows between DDL
 #: never pay for its start (seconds of two cores).
 _SPARK_WORTHY = 64 * 1024
+#: How long a chained plan's read stage waits for the batch before the barrier to be done
+#: (``_plan_then_read``), seconds; after that the batch's apply job runs the stage.  Every
+#: exit of the run opens the gate first.
+_GATE_WAIT = 600.0
 #: Backoff between attempts to reach a lost downstream: 0.5 s, doubling, at most 30 s.
 _BACKOFF_FIRST, _BACKOFF_CAP = 0.5, 30.0
 
@@ -451,10 +456,19 @@ class SyncPipeline:
                     not self.sync.driver_apply else \
                     min(self.sync.batch_bytes, self.sync.partition_bytes)
                 planning = time.monotonic()
-                if ahead is not None and ahead[0] == (start, max_bytes):
+                from_ahead = ahead is not None and ahead[0] == (start, max_bytes)
+                if ahead is not None and from_ahead:
                     (end, segments, gtids), read_ahead, ahead = ahead[1].result()
                     self._adopt(read_ahead)
+                    if ahead is not None and ahead[2] is not None:
+                        ahead[2].set()  # the batch before this barrier is done
                 else:
+                    self._drop(ahead)
+                    ahead = None
+                    end, segments, gtids = self._plan(view, start, end_limit, max_bytes)
+                if end == start and from_ahead:
+                    # Planned on an older view of the relay, which may not have held the
+                    # XA transaction's outcome yet.
                     self._drop(ahead)
                     ahead = None
                     end, segments, gtids = self._plan(view, start, end_limit, max_bytes)
@@ -479,12 +493,14 @@ class SyncPipeline:
                         1, thread_name_prefix="plan")
                     ahead = ((end, max_bytes),
                              planner.submit(self._plan_then_read, view, end, end_limit,
-                                            max_bytes, self._barrier(segments), True))
+                                            max_bytes, self._barrier(segments), True),
+                             None)
                 self._batch(start, end, batch_id, gtid, relay_end=end_limit,
                             segments=segments, planned_in=time.monotonic() - planning)
                 start = end
         finally:
             if planner is not None:
+                self._open(ahead)  # a chained plan waiting on its gate would hold shutdown
                 planner.shutdown(wait=True, cancel_futures=True)
                 self._planner = None
             self._drop(ahead)
@@ -512,23 +528,32 @@ class SyncPipeline:
         return self.sync.mode != "strict" and any(s.kind != "dml" for s in segments)
 
     def _plan_then_read(self, view: RelayView, start: Position, end_limit: Position,
-                        max_bytes: int, read: bool, chain: bool = False) -> PlannedAhead:
+                        max_bytes: int, read: bool, chain: bool = False,
+                        gate: threading.Event | None = None) -> PlannedAhead:
         """:meth:`_plan`, in the planner's thread; when ``read`` (the batch before runs no
         Spark job) and the planned batch is one for Spark's apply stage, its read stage
-        started too.  With ``chain``, a planned barrier batch has the batch after it
-        planned next in this thread, with its read stage: that stage then starts as soon
-        as Spark's slots are free (the apply stage of the batch before the barrier, whose
-        jobs were submitted first, keeps them until it is done), not ~0.5 s into the
-        barrier's replay, after its planning."""
+        started too, once ``gate`` is open if given.
+
+        With ``chain``, a planned barrier batch has the batch after it planned next in
+        this thread, its read stage gated on the batch before the barrier being done (the
+        main thread opens the gate as it takes the barrier's plan): so the read stage
+        starts as the barrier's replay does, not ~0.5 s into it, after its planning, and
+        never ahead of a job the batch before the barrier has still to run (Spark runs
+        jobs first come, first served)."""
         planned = self._plan(view, start, end_limit, max_bytes)
         segments = planned[1]
+        if gate is not None and not gate.wait(_GATE_WAIT):
+            read = False
+        started = self._read_next(start, segments, read)
         chained: Ahead | None = None
         if chain and self._planner is not None and self._barrier(segments) and \
                 self._plan_ahead(segments, planned[0], end_limit):
+            opened = threading.Event()
             chained = ((planned[0], max_bytes),
                        self._planner.submit(self._plan_then_read, view, planned[0],
-                                            end_limit, max_bytes, True))
-        return planned, self._read_next(start, segments, read), chained
+                                            end_limit, max_bytes, True, False, opened),
+                       opened)
+        return planned, started, chained
 
     def _read_next(self, start: Position, segments: list[Segment], read: bool
                    ) -> ReadAhead | None:
@@ -551,17 +576,30 @@ class SyncPipeline:
 
     def _drop(self, ahead: Ahead | None) -> None:
         """A batch planned ahead that will not run (its start or size changed, the run
-        ends), and any chained after it: their read stages cancelled, and any kept
-        before."""
-        if ahead is not None and not ahead[1].cancelled():
-            try:
-                _planned, read_ahead, chained = ahead[1].result()
-            except Exception:  # its planning's error: not needed now
-                pass
-            else:
-                self._adopt(read_ahead)
-                self._drop(chained)
+        ends), and any chained after it: their planning cancelled if not begun, their
+        read stages cancelled, and any kept before."""
+        if ahead is not None:
+            if ahead[2] is not None:
+                ahead[2].set()
+            if not ahead[1].cancel():
+                try:
+                    _planned, read_ahead, chained = ahead[1].result()
+                except Exception:  # its planning's error: not needed now
+                    pass
+                else:
+                    self._adopt(read_ahead)
+                    self._drop(chained)
         self._adopt(None)
+
+    def _open(self, ahead: Ahead | None) -> None:
+        """Every gate of ``ahead`` and of the plans chained after it, open."""
+        while ahead is not None:
+            if ahead[2] is not None:
+                ahead[2].set()
+            future = ahead[1]
+            if not future.done() or future.cancelled() or future.exception() is not None:
+                return
+            ahead = future.result()[2]
 
     def _adopt(self, read_ahead: ReadAhead | None) -> None:
         """Keep ``read_ahead`` for the next batch, cancelling the one kept before."""
@@ -694,13 +732,14 @@ class SyncPipeline:
         (MySQL's ``relay_log_info_repository=TABLE``); the batch's own protocol then only
         marks its (empty) rest."""
         rows_by_op: dict[str, int] = {}
+        headers: Headers = {}
         with pooled_connection(self.downstream) as conn:
             cp = read_checkpoint(conn, self.name, self.store)
             assert cp is not None
             current, current_gtids = cp.position, cp.gtid_set
             for segment in segments:
                 for end_off, gtid, actions in segment_actions(self.relay_dir, segment,
-                                                              self.rules):
+                                                              self.rules, headers):
                     after = segment.position(end_off)
                     after_gtids = advance_gtid_set(current_gtids, [gtid] if gtid else [])
                     update = CheckpointUpdate(self.name, current, after, after_gtids,
@@ -725,6 +764,7 @@ class SyncPipeline:
         rows_by_op: dict[str, int] = {}
         committed_to = None
         left = LeftContext()
+        headers: Headers = {}
         if journal.replayed:
             with conn.cursor() as cur:
                 committed_to = journal.last(cur)
@@ -741,7 +781,8 @@ class SyncPipeline:
                     self.read_rules(other)
             where = segment.position(segment.start)
             at = (where.subdir.seq, binlog_sort_key(where.binlog_name)[1])
-            for end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules):
+            for end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules,
+                                                       headers):
                 if segment.kind == "dml" and committed_to is not None \
                         and (*at, end) < committed_to[:3]:
                     continue
