@@ -44,6 +44,28 @@ def _updates(server, count: int, per: int = 50) -> None:
         conn.close()
 
 
+def _spy_read_stages(monkeypatch) -> tuple[list[ReadAhead], list[ReadAhead]]:
+    """The read stages the pipeline starts ahead, and those it cancels, as it does so."""
+    started: list[ReadAhead] = []
+    cancelled: list[ReadAhead] = []
+    start_read = SyncPipeline._read_next
+    cancel = ReadAhead.cancel
+
+    def spy_start(self, *args):
+        ahead = start_read(self, *args)
+        if ahead is not None:
+            started.append(ahead)
+        return ahead
+
+    def spy_cancel(self) -> None:
+        cancelled.append(self)
+        cancel(self)
+
+    monkeypatch.setattr(SyncPipeline, "_read_next", spy_start)
+    monkeypatch.setattr(ReadAhead, "cancel", spy_cancel)
+    return started, cancelled
+
+
 def test_read_ahead_across_barriers(spark, mariadb_factory, tmp_path: Path,
                                     monkeypatch) -> None:
     upstream = mariadb_factory(server_id=1)
@@ -63,22 +85,7 @@ def test_read_ahead_across_barriers(spark, mariadb_factory, tmp_path: Path,
     _updates(upstream, 4000)
     relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
 
-    started: list[ReadAhead] = []
-    cancelled: list[ReadAhead] = []
-    start_read = SyncPipeline._read_next
-    cancel = ReadAhead.cancel
-
-    def spy_start(self, *args):
-        ahead = start_read(self, *args)
-        if ahead is not None:
-            started.append(ahead)
-        return ahead
-
-    def spy_cancel(self) -> None:
-        cancelled.append(self)
-        cancel(self)
-
-    monkeypatch.setattr(SyncPipeline, "_read_next", spy_start)
+    started, cancelled = _spy_read_stages(monkeypatch)
     # Planned while the batch before the barrier applied, chained after the barrier's own
     # planning: their read stages start as soon as Spark's slots are free.
     chained: list[object] = []
@@ -90,7 +97,6 @@ def test_read_ahead_across_barriers(spark, mariadb_factory, tmp_path: Path,
         return plan_then_read(self, view, start, end_limit, max_bytes, read, chain, gate)
 
     monkeypatch.setattr(SyncPipeline, "_plan_then_read", spy_plan)
-    monkeypatch.setattr(ReadAhead, "cancel", spy_cancel)
     pipeline = SyncPipeline(load_config(config_path), spark=spark)
     stats = pipeline.run(until_caught_up=True)
 
@@ -125,23 +131,7 @@ def test_a_read_stage_started_ahead_is_cancelled_when_the_run_stops(
     _rows(upstream, 2001, 2000)
     relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
 
-    started: list[ReadAhead] = []
-    cancelled: list[ReadAhead] = []
-    start_read = SyncPipeline._read_next
-    cancel = ReadAhead.cancel
-
-    def spy_start(self, *args):
-        ahead = start_read(self, *args)
-        if ahead is not None:
-            started.append(ahead)
-        return ahead
-
-    def spy_cancel(self) -> None:
-        cancelled.append(self)
-        cancel(self)
-
-    monkeypatch.setattr(SyncPipeline, "_read_next", spy_start)
-    monkeypatch.setattr(ReadAhead, "cancel", spy_cancel)
+    started, cancelled = _spy_read_stages(monkeypatch)
     barriers: list[object] = []
 
     def stop_after_the_index(report) -> None:
