@@ -138,6 +138,11 @@ def test_a_read_stage_started_ahead_is_cancelled_when_the_run_stops(
         if report.kind == "ddl":
             barriers.append(report)
             if len(barriers) == 2:
+                # Once the next batch's read stage is under way (the planner's thread
+                # starts it as the barrier's replay begins).
+                deadline = time.monotonic() + 30
+                while len(started) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)
                 raise RuntimeError("stopped after the CREATE INDEX")
 
     pipeline = SyncPipeline(load_config(config_path), spark=spark,

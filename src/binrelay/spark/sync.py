@@ -218,6 +218,8 @@ class SyncPipeline:
         self._read_ahead: ReadAhead | None = None
         #: The thread that plans batches ahead (``_run``'s), once started.
         self._planner: ThreadPoolExecutor | None = None
+        #: Set as ``_run`` exits: a plan being made then starts no read stage.
+        self._closing = threading.Event()
         #: The last error retried (text, epoch seconds), kept in the consumer registration
         #: for ``status``.
         self.last_error: tuple[str, float] | None = None
@@ -420,6 +422,7 @@ class SyncPipeline:
         blocked = False
         planner: ThreadPoolExecutor | None = None
         ahead: Ahead | None = None
+        self._closing.clear()
         try:
             # The checkpoint is read once: from then on this process is the one moving it
             # (mark_in_flight refuses a batch that does not start where it stands).
@@ -499,6 +502,7 @@ class SyncPipeline:
                             segments=segments, planned_in=time.monotonic() - planning)
                 start = end
         finally:
+            self._closing.set()
             if planner is not None:
                 self._open(ahead)  # a chained plan waiting on its gate would hold shutdown
                 planner.shutdown(wait=True, cancel_futures=True)
@@ -542,8 +546,15 @@ class SyncPipeline:
         jobs first come, first served)."""
         planned = self._plan(view, start, end_limit, max_bytes)
         segments = planned[1]
-        if gate is not None and not gate.wait(_GATE_WAIT):
-            read = False
+        if gate is not None:
+            # Until the gate opens; or the run ends (its exit may come while this plan
+            # is made, after it opened the gates it knew of).
+            waited = time.monotonic() + _GATE_WAIT
+            while not gate.wait(0.05):
+                if self._closing.is_set() or time.monotonic() > waited:
+                    read = False
+                    break
+            read = read and not self._closing.is_set()
         started = self._read_next(start, segments, read)
         chained: Ahead | None = None
         if chain and self._planner is not None and self._barrier(segments) and \
