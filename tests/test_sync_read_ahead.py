@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +45,22 @@ def _updates(server, count: int, per: int = 50) -> None:
         conn.close()
 
 
+def _indexed_between_rows(mariadb_factory, tmp_path: Path) -> tuple[Any, Any, Path]:
+    """Upstream, downstream and the sync's config (relay dir ``tmp_path/relay``): the
+    upstream holds app.t, 2000 rows, a CREATE INDEX (a barrier that leaves the catalog's
+    rules as they are: the next batch's read stage is used) and 2000 more rows."""
+    upstream = mariadb_factory(server_id=1)
+    downstream = mariadb_factory(server_id=2)
+    config_path = pipeline_config(tmp_path / "binrelay.toml", upstream, tmp_path / "relay",
+                                  downstream)
+    upstream.execute("CREATE DATABASE app")
+    upstream.execute("CREATE TABLE app.t (id INT PRIMARY KEY, a INT, pad VARCHAR(200))")
+    _rows(upstream, 1, 2000)
+    upstream.execute("CREATE INDEX a ON app.t (a)")
+    _rows(upstream, 2001, 2000)
+    return upstream, downstream, config_path
+
+
 def _spy_read_stages(monkeypatch) -> tuple[list[ReadAhead], list[ReadAhead]]:
     """The read stages the pipeline starts ahead, and those it cancels, as it does so."""
     started: list[ReadAhead] = []
@@ -68,22 +85,13 @@ def _spy_read_stages(monkeypatch) -> tuple[list[ReadAhead], list[ReadAhead]]:
 
 def test_read_ahead_across_barriers(spark, mariadb_factory, tmp_path: Path,
                                     monkeypatch) -> None:
-    upstream = mariadb_factory(server_id=1)
-    downstream = mariadb_factory(server_id=2)
-    relay_dir = tmp_path / "relay"
-    config_path = pipeline_config(tmp_path / "binrelay.toml", upstream, relay_dir,
-                                  downstream)
-    upstream.execute("CREATE DATABASE app")
-    upstream.execute("CREATE TABLE app.t (id INT PRIMARY KEY, a INT, pad VARCHAR(200))")
-    _rows(upstream, 1, 2000)
-    # A barrier that leaves the rules as they are: the next batch's read stage is used.
-    upstream.execute("CREATE INDEX a ON app.t (a)")
-    _rows(upstream, 2001, 2000)
-    # One that changes them (a generated column, never assigned by the sync): the read
+    upstream, downstream, config_path = _indexed_between_rows(mariadb_factory, tmp_path)
+    # After a barrier that leaves the rules as they are (the CREATE INDEX), one that
+    # changes them (a generated column, never assigned by the sync): the read
     # stage started with the old rules would write it; it is cancelled and run again.
     upstream.execute("ALTER TABLE app.t ADD COLUMN g INT AS (a * 2) PERSISTENT")
     _updates(upstream, 4000)
-    relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
+    relay_until_caught_up(config_path, upstream, tmp_path / "relay", tmp_path / "relay.log")
 
     started, cancelled = _spy_read_stages(monkeypatch)
     # Planned while the batch before the barrier applied, chained after the barrier's own
@@ -119,17 +127,8 @@ def test_a_read_stage_started_ahead_is_cancelled_when_the_run_stops(
     """A run that ends while the batch after a barrier has its read stage running (here:
     an error after the barrier's replay) cancels that stage: no Spark job is left behind
     the run."""
-    upstream = mariadb_factory(server_id=1)
-    downstream = mariadb_factory(server_id=2)
-    relay_dir = tmp_path / "relay"
-    config_path = pipeline_config(tmp_path / "binrelay.toml", upstream, relay_dir,
-                                  downstream)
-    upstream.execute("CREATE DATABASE app")
-    upstream.execute("CREATE TABLE app.t (id INT PRIMARY KEY, a INT, pad VARCHAR(200))")
-    _rows(upstream, 1, 2000)
-    upstream.execute("CREATE INDEX a ON app.t (a)")
-    _rows(upstream, 2001, 2000)
-    relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
+    upstream, _downstream, config_path = _indexed_between_rows(mariadb_factory, tmp_path)
+    relay_until_caught_up(config_path, upstream, tmp_path / "relay", tmp_path / "relay.log")
 
     started, cancelled = _spy_read_stages(monkeypatch)
     barriers: list[object] = []
