@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from binrelay.apply.changes import Change, TableRef
-from binrelay.apply.plan import FOLDED_KEYS, NO_KEY, Delete, Upsert
+from binrelay.apply.plan import FOLDED_KEYS, NO_KEY, Delete, Survivors, Upsert
 from binrelay.config import load_config
 from binrelay.errors import ChangeError
 from binrelay.spark.compact import FLAGS, KEYED, RAW, STATS, merge, ordered_tables, simple
@@ -39,11 +39,36 @@ def test_merge_keeps_the_latest_record_per_key_across_partitions() -> None:
     keyed, raw, ops = merge(records)
     assert raw == []
     assert ops == {"insert": 4, "update": 1, "delete": 3}
-    assert sorted(keyed, key=lambda op: op.position) == [
+    # One Survivors per table, each side in key order.
+    assert keyed == [Survivors(T, ("id", "v"), (0,), ((2,),), ((1, 1, 200, 0),),
+                               ((1, "late"), (3, "x")), ((1, 1, 500, 0), (1, 1, 300, 0)))]
+    assert sorted(keyed[0].ops(), key=lambda op: op.position) == [
         Delete(T, ("id",), (2,), (1, 1, 200, 0)),
         Upsert(T, ("id", "v"), (0,), (3, "x"), (1, 1, 300, 0)),
         Upsert(T, ("id", "v"), (0,), (1, "late"), (1, 1, 500, 0)),
     ]
+
+
+def test_merge_keeps_relay_order_of_keys_that_do_not_compare() -> None:
+    keyed, _raw, _ops = merge([_keyed((b"x",), (1, 1, 9, 0), (b"x", "a")),
+                               _keyed((1,), (1, 1, 5, 0), (1, "b"))])
+    assert keyed[0].rows == ((1, "b"), (b"x", "a"))
+
+
+def test_survivors_give_the_statements_their_ops_give() -> None:
+    """The applier's bulk path (``Survivors``) renders what the same ops one by one do."""
+    from binrelay.apply.applier import part_statements
+    from binrelay.apply.plan import PlanPart
+
+    records = [_keyed((i,), (1, 1, 100 + i, 0), None if i % 3 == 0 else (i, f"v{i}"))
+               for i in (5, 1, 9, 3, 7, 2, 6)]
+    (survivors,) = merge(records)[0]
+    bulk = part_statements(PlanPart("keyed-0-of-1", (survivors,)), max_rows=2)
+    loose = part_statements(PlanPart("keyed-0-of-1", survivors.ops()), max_rows=2)
+    assert [(st.sql, st.positions) for st in bulk] == [(st.sql, st.positions) for st in loose]
+    assert [st.sql.split(" VALUES ")[0].split(" WHERE ")[0] for st in bulk] == [
+        "DELETE FROM `db`.`t`", "DELETE FROM `db`.`t`",
+        "REPLACE INTO `db`.`t` (`id`, `v`)", "REPLACE INTO `db`.`t` (`id`, `v`)"]
 
 
 def test_flags_say_whether_a_batch_is_simple() -> None:

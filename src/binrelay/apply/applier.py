@@ -25,7 +25,7 @@ from binrelay.apply.downstream import (
     map_error,
     rollback_quietly,
 )
-from binrelay.apply.plan import FK_LINKED, Delete, KeyedOp, PlanPart, Upsert
+from binrelay.apply.plan import FK_LINKED, Delete, KeyedOp, PlanPart, Survivors, Upsert
 from binrelay.apply.sql import (
     MAX_STATEMENT_BYTES,
     MAX_STATEMENT_ROWS,
@@ -144,37 +144,61 @@ def _transaction(conn: Any, body: Callable[[Any], T | None], *, action: str,
 
 
 def _keyed_statements(
-    ops: Sequence[KeyedOp], max_rows: int, max_bytes: int,
+    ops: Sequence[KeyedOp | Survivors], max_rows: int, max_bytes: int,
 ) -> list[tuple[Statement, Callable[[], list[Statement]]]]:
-    deletes: dict[tuple[TableRef, tuple[str, ...]], list[Delete]] = {}
-    upserts: dict[tuple[TableRef, tuple[str, ...]], list[Upsert]] = {}
+    # Per (table, key columns) the keys to delete and per (table, columns) the rows to
+    # write, each with their positions, in key order.
+    deletes: dict[tuple[TableRef, tuple[str, ...]], tuple[list[Any], list[Any]]] = {}
+    upserts: dict[tuple[TableRef, tuple[str, ...]], tuple[list[Any], list[Any]]] = {}
+    loose_deletes: dict[tuple[TableRef, tuple[str, ...]], list[Delete]] = {}
+    loose_upserts: dict[tuple[TableRef, tuple[str, ...]], list[Upsert]] = {}
     for op in ops:
-        if isinstance(op, Delete):
-            deletes.setdefault((op.table, op.key_columns), []).append(op)
+        if type(op) is Survivors:
+            if op.deleted:
+                _extend(deletes, (op.table, op.key_columns), op.deleted, op.deleted_at)
+            if op.rows:
+                _extend(upserts, (op.table, op.columns), op.rows, op.rows_at)
+        elif isinstance(op, Delete):
+            loose_deletes.setdefault((op.table, op.key_columns), []).append(op)
         else:
-            upserts.setdefault((op.table, op.columns), []).append(op)
+            loose_upserts.setdefault((op.table, op.columns), []).append(op)
+    for group, loose in loose_deletes.items():
+        _key_order(loose)
+        _extend(deletes, group, [d.key_values for d in loose], [d.position for d in loose])
+    for group, loose in loose_upserts.items():
+        _key_order(loose)
+        _extend(upserts, group, [u.row for u in loose], [u.position for u in loose])
     out: list[tuple[Statement, Callable[[], list[Statement]]]] = []
 
-    def deleting(table: TableRef, cols: tuple[str, ...], group: Sequence[Delete],
-                 rows: int) -> list[Statement]:
-        return delete_keys(table, cols, [d.key_values for d in group],
-                           [d.position for d in group], max_rows=rows, max_bytes=max_bytes)
+    def deleting(table: TableRef, cols: tuple[str, ...], keys: Sequence[tuple[Any, ...]],
+                 positions: Sequence[tuple[int, ...]], rows: int) -> list[Statement]:
+        return delete_keys(table, cols, keys, positions, max_rows=rows, max_bytes=max_bytes)
 
-    def replacing(table: TableRef, cols: tuple[str, ...], group: Sequence[Upsert],
-                  rows: int) -> list[Statement]:
-        return replace_rows(table, cols, [u.row for u in group], [u.position for u in group],
-                            max_rows=rows, max_bytes=max_bytes)
+    def replacing(table: TableRef, cols: tuple[str, ...], images: Sequence[tuple[Any, ...]],
+                  positions: Sequence[tuple[int, ...]], rows: int) -> list[Statement]:
+        return replace_rows(table, cols, images, positions, max_rows=rows,
+                            max_bytes=max_bytes)
 
     # Any order is correct (docs/apply.md); deletes first only makes REPLACE conflicts rarer.
     for build, groups in ((deleting, deletes), (replacing, upserts)):
-        for (table, cols), group in sorted(groups.items(), key=lambda kv: kv[0]):
-            _key_order(group)
+        for (table, cols), (values, positions) in sorted(groups.items(), key=lambda kv: kv[0]):
             start = 0
-            for st in build(table, cols, group, max_rows):  # type: ignore[arg-type]
-                chunk = group[start:start + len(st.positions)]
-                start += len(st.positions)
-                out.append((st, lambda t=table, c=cols, g=chunk, b=build: b(t, c, g, 1)))
+            for st in build(table, cols, values, positions, max_rows):
+                end = start + len(st.positions)
+                out.append((st, lambda t=table, c=cols, v=values[start:end],
+                            p=positions[start:end], b=build: b(t, c, v, p, 1)))
+                start = end
     return out
+
+
+def _extend(groups: dict[Any, tuple[list[Any], list[Any]]], group: Any,
+            values: Sequence[Any], positions: Sequence[Any]) -> None:
+    found = groups.get(group)
+    if found is None:
+        groups[group] = (list(values), list(positions))
+    else:  # (one table in two shapes: any order is correct, this one is only slower)
+        found[0].extend(values)
+        found[1].extend(positions)
 
 
 def _key_order(group: list[Any]) -> None:

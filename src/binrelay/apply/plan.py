@@ -32,6 +32,7 @@ __all__ = [
     "KeyedOp",
     "OrderedTable",
     "PlanPart",
+    "Survivors",
     "Upsert",
     "batch_ordered_tables",
     "fold_key",
@@ -85,6 +86,36 @@ class Delete:
     position: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Survivors:
+    """One table's keyed survivors in bulk, what ``spark.compact.merge`` hands the applier:
+    one object per table, not one :class:`Upsert` or :class:`Delete` per row (making those
+    and reading their keys back was most of an apply task's work before its statements).
+
+    ``deleted`` (key values) and ``rows`` (final images) are each in key order, with their
+    positions in ``deleted_at`` and ``rows_at``; applying it is applying :meth:`ops`.
+    """
+
+    table: TableRef
+    columns: tuple[str, ...]
+    key: tuple[int, ...]
+    deleted: tuple[tuple[Any, ...], ...]
+    deleted_at: tuple[tuple[int, ...], ...]
+    rows: tuple[tuple[Any, ...], ...]
+    rows_at: tuple[tuple[int, ...], ...]
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return tuple(self.columns[i] for i in self.key)
+
+    def ops(self) -> tuple[KeyedOp, ...]:
+        key_columns = self.key_columns
+        return (*(Delete(self.table, key_columns, k, at)
+                  for k, at in zip(self.deleted, self.deleted_at, strict=True)),
+                *(Upsert(self.table, self.columns, self.key, row, at)
+                  for row, at in zip(self.rows, self.rows_at, strict=True)))
+
+
 KeyedOp = Upsert | Delete
 
 
@@ -111,7 +142,7 @@ class PlanPart:
     """
 
     task_id: str
-    ops: tuple[KeyedOp, ...] = ()
+    ops: tuple[KeyedOp | Survivors, ...] = ()
     ordered: OrderedTable | None = None
 
 

@@ -191,13 +191,17 @@ def replace_rows(
     REPLACE (not INSERT … ON DUPLICATE KEY UPDATE) on purpose: it deletes *every* row that
     conflicts on any unique key, which is what makes survivors order-independent.
     """
-    for row in rows:
-        if ABSENT in row:
-            raise ValueError("REPLACE of a partial row image would invent the absent values")
     head = (f"REPLACE INTO {quote_table(table)} ("
             + ", ".join(quote_ident(c) for c in columns) + ") VALUES ")
-    return [Statement(head + values, None, table, tuple(positions[start:end]))
-            for start, end, values in _rendered(rows, max_rows, max_bytes - len(head))]
+    try:
+        return [Statement(head + values, None, table, tuple(positions[start:end]))
+                for start, end, values in _rendered(rows, max_rows, max_bytes - len(head))]
+    except TypeError:
+        # Rendering refuses ABSENT (not a value): looked for only then, not in every row.
+        if any(ABSENT in row for row in rows):
+            raise ValueError("REPLACE of a partial row image would invent the absent "
+                             "values") from None
+        raise
 
 
 def delete_keys(

@@ -26,6 +26,7 @@ Record layouts (first element says which):
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +40,7 @@ from binrelay.apply.plan import (
     NO_KEY,
     PARTIAL_IMAGE,
     VERSIONED,
-    Delete,
-    KeyedOp,
-    Upsert,
+    Survivors,
     fold_key,
     partition_of,
     partitioner,
@@ -394,16 +393,16 @@ def simple(records: list[Record]) -> bool:
     return not any(r[1] for r in records if r[0] == FLAGS)
 
 
-def merge(records: Iterable[Record]) -> tuple[list[KeyedOp], list[Change], dict[str, int]]:
+def merge(records: Iterable[Record]) -> tuple[list[Survivors], list[Change], dict[str, int]]:
     """One apply task's records: the keyed survivors over all partitions (latest position
-    per key; in no particular order: the statements order them, ``applier``), the raw
-    changes, and the op counts."""
+    per key), one :class:`Survivors` per table, in key order; the raw changes; the op
+    counts."""
     # Per table, key -> record.  A table is found by its shape object's id first (records
     # unpickled together share one): hashing a TableRef per record cost more than the rest
     # of the loop.  The shapes are kept, so that no id is reused meanwhile.
     by_ref: dict[TableRef, dict[tuple[Any, ...], Record]] = {}
     by_shape: dict[int, dict[tuple[Any, ...], Record]] = {}
-    shapes: list[Shape] = []
+    shapes: dict[TableRef, Shape] = {}
     raw: list[Change] = []
     ops: dict[str, int] = {}
     for record in records:
@@ -412,26 +411,41 @@ def merge(records: Iterable[Record]) -> tuple[list[KeyedOp], list[Change], dict[
             shape = record[1]
             best = by_shape.get(id(shape))
             if best is None:
-                best = by_ref.setdefault(shape[0], {})
+                ref = shape[0]
+                first = shapes.setdefault(ref, shape)
+                if first is not shape and first != shape:
+                    # DDL is a barrier: one definition per table in a batch.
+                    raise ChangeError("the table's columns or key change within one batch",
+                                      table=str(ref), position=record[3])
+                best = by_ref.setdefault(ref, {})
                 by_shape[id(shape)] = best
-                shapes.append(shape)
             k = record[2]
             seen = best.get(k)
             if seen is None or seen[3] < record[3]:
-                if seen is not None and seen[1] is not shape and seen[1] != shape:
-                    raise ChangeError("the table's columns or key change within one batch",
-                                      table=str(shape[0]), position=record[3])
                 best[k] = record
         elif kind == RAW:
             raw.append(record[1])
         elif kind == STATS:
             for op, n in record[1].items():
                 ops[op] = ops.get(op, 0) + n
-    keyed: list[KeyedOp] = []
-    for best in by_ref.values():
-        for _kind, (ref, columns, key), k, position, row in best.values():
-            if row is None:
-                keyed.append(Delete(ref, tuple(columns[i] for i in key), k, position))
-            else:
-                keyed.append(Upsert(ref, columns, key, row, position))
-    return keyed, raw, ops
+    return [_survivors(shapes[ref], best) for ref, best in by_ref.items()], raw, ops
+
+
+def _survivors(shape: Shape, best: dict[tuple[Any, ...], Record]) -> Survivors:
+    # Key order: each multi-row statement then writes a run of neighbouring rows (pages
+    # read and dirtied once, not once per row).  Keys whose values do not compare (mixed
+    # types) keep relay order.
+    try:
+        entries = sorted(best.values(), key=_KEY_OF)
+    except TypeError:
+        entries = sorted(best.values(), key=_POSITION_OF)
+    kept = [r for r in entries if r[4] is not None]
+    gone = [r for r in entries if r[4] is None] if len(kept) < len(entries) else []
+    ref, columns, key = shape
+    return Survivors(ref, columns, key,
+                     tuple([r[2] for r in gone]), tuple([r[3] for r in gone]),
+                     tuple([r[4] for r in kept]), tuple([r[3] for r in kept]))
+
+
+_KEY_OF = operator.itemgetter(2)
+_POSITION_OF = operator.itemgetter(3)
