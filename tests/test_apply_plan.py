@@ -34,6 +34,7 @@ from binrelay.apply.plan import (
     Delete,
     Upsert,
     batch_ordered_tables,
+    fold_key,
     key_ops,
     keyed_task_id,
     partitioner,
@@ -222,6 +223,14 @@ def test_partitions_are_stable_across_processes() -> None:
     ints = [(0,), (-5,), (10**20,), (123456,), (True,), (1023,), (1024,)]
     assert [partition_of(T, k, 4) for k in ints] == [partitioner(T, 4)(k) for k in ints] \
         == [2, 1, 3, 2, 2, 2, 0]
+    # One partitioner remembers each block's task: the same answers the second time.
+    route = partitioner(T, 4)
+    assert [route(k) for k in ints * 2] == [2, 1, 3, 2, 2, 2, 0] * 2
+    # fold=True routes what fold_key makes of a key (how keyed survivors travel).
+    folded = partitioner(T, 7, fold=True)
+    texts = [("Ab ",), ("é",), (1, "A"), (5,), (b"A",)]
+    assert [folded(k) for k in texts] == [partition_of(T, fold_key(k), 7) for k in texts]
+    assert folded(("AB",)) == folded(("ab  ",))
 
 
 def test_integer_keys_route_by_block() -> None:

@@ -29,6 +29,7 @@ from binrelay.rows.charsets import single_byte_table
 from binrelay.rows.mariadb_types import inet4_text, inet6_text, uuid_text
 from binrelay.rows.tablemap import Column
 from binrelay.rows.text import value_text
+from binrelay.spark.changes import image_params, to_param
 from binrelay.testing.sandbox import MariaDBServer, ServerFactory
 from rows_helpers import server_changes_since
 
@@ -355,7 +356,14 @@ def check_round_trip(server: MariaDBServer, conn: Any, cols: list[Col],
     assert ops.count("insert") == len(rows)
     assert ops.count("update") == len(rows)
     assert ops.count("delete") == len(rows) // 2
+    # What the sync ships for each image: every value a SQL parameter, whichever way
+    # image_params gets there (as they are, for tables of plain types).
+    convert = image_params(changes[0].table) if changes else None
     for change in changes:
+        for image in (change.before, change.after):
+            if image is not None and convert is not None:
+                assert convert(image) == tuple(
+                    to_param(v, c) for v, c in zip(image, table_cols, strict=True))
         if change.op == "insert":
             assert change.after is not None
             assert _texts(change.after, table_cols, cols) == snapshot[change.after[0]]

@@ -278,8 +278,11 @@ def partition_of(table: TableRef, key_values: tuple[Any, ...], n: int) -> int:
 KEY_BLOCK_BITS = 10
 
 
-def partitioner(table: TableRef, n: int) -> Callable[[tuple[Any, ...]], int]:
-    """:func:`partition_of` for one table's keys, its part of the work done once.
+def partitioner(table: TableRef, n: int, *, fold: bool = False
+                ) -> Callable[[tuple[Any, ...]], int]:
+    """:func:`partition_of` for one table's keys, its part of the work done once; with
+    ``fold``, of the keys :func:`fold_key` makes of them (how keyed survivors are routed:
+    keys a collation may take for one row meet in one task).
 
     A batch replayed after a crash skips the keyed tasks its task ledger says committed, so
     their keys must be the same keys as before: whenever this routing changes,
@@ -290,11 +293,22 @@ def partitioner(table: TableRef, n: int) -> Callable[[tuple[Any, ...]], int]:
     # crc32(a + b) == crc32(b, crc32(a)): the table's part is computed once.
     head = zlib.crc32(_canonical(table.schema) + _canonical(table.table))
     crc32, pack = zlib.crc32, _LEN.pack
+    # A block's task, once per block: a read task routes every survivor (bounded: keys
+    # spread too thin to share blocks are simply computed again).
+    blocks: dict[int, int] = {}
 
     def of(key_values: tuple[Any, ...]) -> int:
         if len(key_values) == 1 and isinstance(key_values[0], int):
-            text = str(key_values[0] >> KEY_BLOCK_BITS).encode()
-            return crc32(b"K" + pack(len(text)) + text, head) % n
+            block = key_values[0] >> KEY_BLOCK_BITS
+            target = blocks.get(block)
+            if target is None:
+                if len(blocks) >= 1 << 16:
+                    blocks.clear()
+                text = str(block).encode()
+                target = blocks[block] = crc32(b"K" + pack(len(text)) + text, head) % n
+            return target
+        if fold:
+            key_values = fold_key(key_values)  # (an integer folds to itself)
         return crc32(b"".join([_canonical(v) for v in key_values]), head) % n
 
     return of

@@ -230,10 +230,12 @@ def _text_expr(col: Column, ctx: _Ctx, x: str) -> str:
         return f"{x}.decode({codec!r}, 'surrogateescape')"
     table = single_byte_table(col.charset)
     if table is not None:
-        fn = _ASCII_FAST.get(table)
-        if fn is None:
-            fn = _ASCII_FAST[table] = _fast_decoder(table) or partial(_single_byte, table)
-        fn = ctx.const(fn, "sb")
+        if table[:128] == _IDENTITY_ASCII:
+            # Most text is ASCII, and the C ascii decoder is twice as fast as a charmap;
+            # inline, without a Python call per value (``x`` is a name: read twice).
+            fn = ctx.const(_SINGLE_BYTE.setdefault(table, partial(_single_byte, table)), "sb")
+            return f"({x}.decode('ascii') if {x}.isascii() else {fn}({x}))"
+        fn = ctx.const(_SINGLE_BYTE.setdefault(table, partial(_single_byte, table)), "sb")
         return f"{fn}({x})"
     return x  # binary, or no charset logged: keep the bytes
 
@@ -262,30 +264,22 @@ def _single_byte(table: str, data: bytes) -> str:
     return codecs.charmap_decode(data, "strict", table)[0]
 
 
-def _ascii_or_table(table: str, data: bytes) -> str:
-    # Most text is ASCII; the C ascii decoder is twice as fast as a charmap.
-    if data.isascii():
-        return data.decode("ascii")
-    return codecs.charmap_decode(data, "strict", table)[0]
-
-
 _IDENTITY_ASCII = "".join(chr(i) for i in range(128))
-_ASCII_FAST: dict[str, Callable[[bytes], str]] = {}  # one decoder per table, shared
-
-
-def _fast_decoder(table: str) -> Callable[[bytes], str] | None:
-    return partial(_ascii_or_table, table) if table[:128] == _IDENTITY_ASCII else None
+_SINGLE_BYTE: dict[str, Callable[[bytes], str]] = {}  # one decoder per table, shared
 
 
 def _prefixed(width: int, expr: Callable[[str], str]) -> Var:
-    """A value behind a little-endian length prefix of ``width`` bytes."""
+    """A value behind a little-endian length prefix of ``width`` bytes; ``expr`` turns
+    the name holding its bytes into the value."""
     if width == 1:
         head = "n = p + 1 + b[p]"
     elif width == 2:
         head = "n = p + 2 + (b[p] | b[p + 1] << 8)"
     else:
         head = f"n = p + {width} + _fb(b[p:p + {width}], 'little')"
-    return Var((head, "{v} = " + expr(f"b[p + {width}:n]"), "p = n"))
+    value = expr("{v}")
+    convert = () if value == "{v}" else ("{v} = " + value,)
+    return Var((head, f"{{v}} = b[p + {width}:n]", *convert, "p = n"))
 
 
 def _spec_varchar(col: Column, ctx: _Ctx) -> Var:

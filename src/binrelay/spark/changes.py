@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from binrelay.rows import coltypes as t
 from binrelay.rows.compiler import ABSENT
 from binrelay.rows.events import RowChange
 from binrelay.rows.tablemap import TableMap
@@ -69,9 +70,27 @@ def to_param(value: Any, col: Any) -> Any:
     return value_text(value, col)
 
 
+#: Column types whose decoded values are SQL parameters as they are (int, str, bytes; None
+#: or ABSENT): integers, bits, years, ENUM and SET (names, or numbers without metadata),
+#: text and bytes.  Not JSON (a tree in partial-update images), floats, DECIMAL, temporals.
+_PLAIN_TYPES = frozenset({
+    t.MYSQL_TYPE_TINY, t.MYSQL_TYPE_SHORT, t.MYSQL_TYPE_LONG, t.MYSQL_TYPE_LONGLONG,
+    t.MYSQL_TYPE_INT24, t.MYSQL_TYPE_YEAR, t.MYSQL_TYPE_BIT, t.MYSQL_TYPE_ENUM,
+    t.MYSQL_TYPE_SET, t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_VAR_STRING, t.MYSQL_TYPE_STRING,
+    t.MYSQL_TYPE_BLOB, t.MYSQL_TYPE_TINY_BLOB, t.MYSQL_TYPE_MEDIUM_BLOB,
+    t.MYSQL_TYPE_LONG_BLOB, t.MYSQL_TYPE_GEOMETRY,
+})
+
+
+def _as_is(image: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    return image
+
+
 def image_params(table: TableMap) -> Callable[[tuple[Any, ...] | None], tuple[Any, ...] | None]:
     """``to_param`` over a whole image of ``table``; built once per table map."""
     columns = table.columns
+    if all(col.type in _PLAIN_TYPES for col in columns):
+        return _as_is  # (a read task converts every survivor: not even a look at types)
     plain = (type(None), bytes, int, str)
     exact = frozenset(plain)
 

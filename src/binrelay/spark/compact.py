@@ -195,9 +195,9 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
             continue
         ref, convert = table.shape[0], table.convert
         shape = table.shape
-        target_of = partitioner(ref, tasks)
+        target_of = partitioner(ref, tasks, fold=True)
         for k, (position, image) in table.last.items():
-            yield target_of(fold_key(k)), (KEYED, shape, k, position,
+            yield target_of(k), (KEYED, shape, k, position,
                                            None if image is None else convert(image))
     yield segment.start % tasks, (STATS, ops, ())
     # Every apply task learns whether the batch may have tables to replay in order (see
