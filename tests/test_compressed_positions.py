@@ -110,3 +110,30 @@ def assert_compaction_matches_the_changes(source: Path, tmp_path: Path) -> None:
 def _first_event_after_header(path: Path) -> int:
     data = path.read_bytes()
     return 4 + int.from_bytes(data[4 + 9:4 + 13], "little")
+
+
+def test_a_partition_past_the_end_of_its_file(tmp_path: Path) -> None:
+    """A read task maps its relay file: a file cut inside an event before the partition's
+    end is one clear error; one that ends at an event boundary gives what is there."""
+    from binrelay.errors import RelayDirError
+    from binrelay.spark.decode import iter_segment_runs
+
+    source = MYSQL_CAPTURES / PAYLOADS[0]
+    assert source.is_file(), f"{source} is missing (../shared/mysql-captures)"
+    subdir = tmp_path / "0-1.000001"
+    subdir.mkdir()
+    path = subdir / "mysql-bin.000001"
+    shutil.copyfile(source, path)
+    ends = transaction_ends(path, _first_event_after_header(path), path.stat().st_size)
+    assert len(ends) >= 2
+    whole = Segment("0-1.000001", "mysql-bin.000001", ends[0].start, ends[-1].end, "dml")
+    every = [run[1] for run in iter_segment_runs(tmp_path, whole)]
+    assert every
+    with open(path, "r+b") as f:  # the file ends where the first transaction does
+        f.truncate(ends[0].end)
+    first = [run[1] for run in iter_segment_runs(tmp_path, whole)]
+    assert first == [o for o in every if o < ends[0].end]
+    with open(path, "r+b") as f:  # and now inside its last event
+        f.truncate(ends[0].end - 3)
+    with pytest.raises(RelayDirError, match="ends inside an event"):
+        list(iter_segment_runs(tmp_path, whole))

@@ -8,13 +8,15 @@ one Arrow batch.
 
 from __future__ import annotations
 
+import mmap
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from binrelay.binlog.bytes import U32
 from binrelay.binlog.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
-from binrelay.binlog.framing import EventFramer, feed_from, iter_events
+from binrelay.binlog.framing import iter_events
 from binrelay.binlog.txn import is_transaction_control
 from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.relaydir import RelayView
@@ -24,7 +26,6 @@ from binrelay.rows.scanner import ChangeScanner, RowsRun
 from binrelay.spark.changes import RowBuilder
 from binrelay.spark.planning import Segment, xa_outcome
 
-_CHUNK = 8 << 20
 _BATCH_ROWS = 8192
 
 
@@ -120,21 +121,21 @@ def _walk(relay_dir: Path, segment: Segment, runs: bool) -> Iterator[tuple[Any, 
         pass
     scan = scanner.scan_events if runs else scanner.scan
 
-    def cut_short(framer: EventFramer) -> RelayDirError | None:
-        if not framer.buffered:
-            return None  # (the file ends at an event boundary: what is there is read)
-        return RelayDirError(f"relay file {path} ends inside an event at {framer.offset}, "
-                             f"before the partition's end {segment.stop}")
-
     with open(path, "rb") as f:
-        f.seek(segment.start)
-        # The scanner walks the buffer itself (CRC32 checked), the framer only holds it.
-        framer = EventFramer(segment.start, path=str(path))
-        for fr in feed_from(f, framer, segment.stop, chunk=_CHUNK, incomplete=cut_short):
-            buf, pos, base = fr.run()
-            for item in scan(buf, pos, file_offset=base):
-                yield item, buf, base
-            fr.consume(scanner.stopped_at)
+        size = os.fstat(f.fileno()).st_size
+        end = min(size, segment.stop)
+        if end <= segment.start:
+            return
+        # Mapped, not read: the scanner walks the page cache itself (CRC32 checked), with
+        # no copy into a buffer and none of a chunk's tail into the next.  Relay files only
+        # grow while a batch is planned over them (their torn tails are cut before).
+        with mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ) as buf:
+            for item in scan(buf, segment.start, end, file_offset=0):
+                yield item, buf, 0
+            if scanner.stopped_at != end:
+                raise RelayDirError(f"relay file {path} ends inside an event at "
+                                    f"{scanner.stopped_at}, before the partition's end "
+                                    f"{segment.stop}")
 
 
 def _ddl_rows(path: Path, segment: Segment) -> Iterator[Any]:
