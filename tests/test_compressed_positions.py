@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,13 +26,8 @@ PAYLOADS = ["mysql-binlog-connector-rust/mysql-bin.000057",
 def test_changes_in_a_payload_have_unique_positions(name: str, tmp_path: Path) -> None:
     source = MYSQL_CAPTURES / name
     assert source.is_file(), f"{source} is missing (../shared/mysql-captures)"
-    subdir = tmp_path / "0-1.000001"
-    subdir.mkdir()
-    path = subdir / "mysql-bin.000001"
-    shutil.copyfile(source, path)
-    ends = transaction_ends(path, _first_event_after_header(path), path.stat().st_size)
+    _path, ends, segment = _relayed(source, tmp_path)
     assert ends
-    segment = Segment("0-1.000001", "mysql-bin.000001", ends[0].start, ends[-1].end, "dml")
     positions = [(pos, row) for _c, _ts, pos, row in numbered_changes(tmp_path, segment)]
     assert positions, "no row change decoded"
     assert len(set(positions)) == len(positions)
@@ -77,13 +73,20 @@ def test_compaction_of_a_mariadb_binlog(mariadb, tmp_path: Path) -> None:
     assert_compaction_matches_the_changes(mariadb.binlog_path(name), tmp_path)
 
 
-def assert_compaction_matches_the_changes(source: Path, tmp_path: Path) -> None:
+def _relayed(source: Path, tmp_path: Path) -> tuple[Path, list[Any], Segment]:
+    """``source`` as the one file of a relay subdir: its path, its transactions' ends and
+    the partition of all of them."""
     subdir = tmp_path / "0-1.000001"
     subdir.mkdir()
     path = subdir / "mysql-bin.000001"
     shutil.copyfile(source, path)
     ends = transaction_ends(path, _first_event_after_header(path), path.stat().st_size)
     segment = Segment("0-1.000001", "mysql-bin.000001", ends[0].start, ends[-1].end, "dml")
+    return path, ends, segment
+
+
+def assert_compaction_matches_the_changes(source: Path, tmp_path: Path) -> None:
+    _path, _ends, segment = _relayed(source, tmp_path)
     want: dict[tuple[object, ...], tuple[object, ...]] = {}
     raw_want = []
     for ch in segment_changes(str(tmp_path), segment):
@@ -120,13 +123,8 @@ def test_a_partition_past_the_end_of_its_file(tmp_path: Path) -> None:
 
     source = MYSQL_CAPTURES / PAYLOADS[0]
     assert source.is_file(), f"{source} is missing (../shared/mysql-captures)"
-    subdir = tmp_path / "0-1.000001"
-    subdir.mkdir()
-    path = subdir / "mysql-bin.000001"
-    shutil.copyfile(source, path)
-    ends = transaction_ends(path, _first_event_after_header(path), path.stat().st_size)
+    path, ends, whole = _relayed(source, tmp_path)
     assert len(ends) >= 2
-    whole = Segment("0-1.000001", "mysql-bin.000001", ends[0].start, ends[-1].end, "dml")
     every = [run[1] for run in iter_segment_runs(tmp_path, whole)]
     assert every
     with open(path, "r+b") as f:  # the file ends where the first transaction does
