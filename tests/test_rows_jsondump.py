@@ -128,7 +128,7 @@ def _text(draw: st.DrawFn) -> bytes:
         return draw(st.binary(max_size=40))
     chars = st.one_of(st.characters(codec="utf-8"),
                       st.sampled_from('"\\\n\r\t\b\f\x00\x1f\x7f é€😀\u2028'))
-    text = draw(st.text(chars, max_size=30))
+    text = draw(st.text(chars, max_size=30)) + " " * draw(st.integers(0, 2))
     return text.encode("utf-8")
 
 
@@ -221,14 +221,19 @@ KINDS: list[tuple[Callable[[int], Column], Callable[[st.DrawFn], bytes]]] = [
 
 
 @st.composite
-def tables_and_events(draw: st.DrawFn) -> tuple[TableMap, str, int, int, bytes]:
-    kinds = draw(st.lists(st.sampled_from(range(len(KINDS))), min_size=1, max_size=10))
+def tables_and_events(draw: st.DrawFn, whole: bool = False, only: Any = None
+                      ) -> tuple[TableMap, str, int, int, bytes]:
+    """A table of the kinds above (``only``: those its column passes) and the images of one
+    rows event of it (``whole``: images of every column)."""
+    allowed = [k for k in range(len(KINDS)) if only is None or only(KINDS[k][0](0))]
+    kinds = draw(st.lists(st.sampled_from(allowed), min_size=1, max_size=10))
     columns = tuple(KINDS[k][0](i) for i, k in enumerate(kinds))
     table = TableMap(7, draw(st.sampled_from(["db", "dé", 'd"b'])), "t", columns)
     op = draw(st.sampled_from([INSERT, UPDATE, DELETE]))
     all_bits = (1 << len(columns)) - 1
-    present = draw(st.integers(1, all_bits))
-    present_after = draw(st.integers(1, all_bits)) if op == UPDATE else present
+    present = all_bits if whole else draw(st.integers(1, all_bits))
+    present_after = (all_bits if whole else draw(st.integers(1, all_bits))) \
+        if op == UPDATE else present
 
     def image(bits: int) -> bytes:
         cols = [i for i in range(len(columns)) if bits >> i & 1]
@@ -338,3 +343,57 @@ def test_json_rows_leaves_a_short_image_to_python() -> None:
     out = bytearray()
     assert jsondump.json_rows_c(out, image, 0, len(image), 0, b"{", plan, None) == len(image)
     assert out == b'{null, "after": {"c0": 5, "c1": "abc"}}\n'
+
+
+# --- the sync's reader of whole plain images (_speedups.image_tuples, events.row_images) ---
+
+TUPLE_KINDS = {t.MYSQL_TYPE_TINY, t.MYSQL_TYPE_SHORT, t.MYSQL_TYPE_INT24, t.MYSQL_TYPE_LONG,
+               t.MYSQL_TYPE_LONGLONG, t.MYSQL_TYPE_YEAR, t.MYSQL_TYPE_FLOAT,
+               t.MYSQL_TYPE_DOUBLE, t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_STRING,
+               t.MYSQL_TYPE_BLOB, t.MYSQL_TYPE_BIT}
+
+
+def _tuple_kind(c: Column) -> bool:
+    # (ENUM and SET as their numbers when no names are logged)
+    return (c.type in TUPLE_KINDS and c.collation != UCS2) or (
+        c.type in (t.MYSQL_TYPE_ENUM, t.MYSQL_TYPE_SET) and not c.enum_values
+        and not c.set_values)
+
+
+@settings(max_examples=600, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.one_of(tables_and_events(whole=True, only=_tuple_kind),
+                      tables_and_events(whole=True)))
+def test_image_tuples_make_what_the_decoders_do(
+        case: tuple[TableMap, str, int, int, bytes]) -> None:
+    """C reads integers, floats, BIT, UTF-8 and ASCII text (CHAR's trailing spaces
+    dropped) and bytes (BINARY padded) into the tuples the compiled decoders make; an
+    event it cannot read whole (Latin-1 text that is not ASCII, an image past the event)
+    is theirs; tables of other columns have no plan."""
+    from binrelay.rows import events
+    from binrelay.rows.events import row_images
+
+    c_reader = events.image_tuples_c
+    assert c_reader is not None, "binrelay._speedups was not built"
+    table, op, present, present_after, data = case
+    first = row_decoder(table, present)
+    second = row_decoder(table, present_after) if op == UPDATE else None
+    plain = all(_tuple_kind(c) for c in table.columns)
+    assert (first.plan is not None) == plain  # type: ignore[attr-defined]
+    if not plain:
+        return
+    events.image_tuples_c = None  # the compiled decoders
+    try:
+        want = row_images(table, op, False, data, 0, len(data), first, second)
+    except (ValueError, IndexError, struct.error):
+        want = None
+    finally:
+        events.image_tuples_c = c_reader
+    got = c_reader(data, 0, len(data), {INSERT: 0, UPDATE: 1, DELETE: 2}[op],
+                   first.plan, None if second is None else second.plan)  # type: ignore
+    if got is not None:
+        assert repr(got) == repr(want)  # (repr: a NaN is a NaN)
+        return
+    latin1 = [c.index for c in table.columns if c.collation == LATIN1]
+    assert want is None or any(not image[i].isascii() for pair in want for image in pair
+                               if image is not None for i in latin1 if image[i] is not None)

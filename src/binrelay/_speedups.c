@@ -631,6 +631,59 @@ static uint64_t be_uint(const unsigned char *p, int width)
     return v;
 }
 
+/* Readers of one value of a row image at d[*pp], shared by json_rows and image_tuples: each
+ * advances *pp and returns 0, or returns 1 (nothing read) when the value runs past stop. */
+
+/* An integer of width bytes (1..8), sign-extended unless unsigned_. */
+static int take_int(const unsigned char *d, Py_ssize_t *pp, Py_ssize_t stop, int width,
+                    int unsigned_, uint64_t *u, long long *s)
+{
+    if (width < 1 || width > 8 || *pp + width > stop)
+        return 1;
+    uint64_t v = le_uint(d + *pp, width);
+    *pp += width;
+    *u = v;
+    int shift = 64 - 8 * width;
+    *s = unsigned_ ? 0 : shift ? (long long)(int64_t)(v << shift) >> shift : (long long)(int64_t)v;
+    return 0;
+}
+
+/* A FLOAT (width 4) or DOUBLE (8) as a double. */
+static int take_real(const unsigned char *d, Py_ssize_t *pp, Py_ssize_t stop, int width,
+                     double *x)
+{
+    if (*pp + width > stop)
+        return 1;
+    uint64_t bits = le_uint(d + *pp, width);
+    *pp += width;
+    if (width == 4) {
+        uint32_t b32 = (uint32_t)bits;
+        float f;
+        memcpy(&f, &b32, 4);
+        *x = (double)f;
+    } else {
+        memcpy(x, &bits, 8);
+    }
+    return 0;
+}
+
+/* The bytes behind a little-endian length prefix of width bytes (1..4). */
+static int take_prefixed(const unsigned char *d, Py_ssize_t *pp, Py_ssize_t stop, int width,
+                         const unsigned char **s, size_t *n)
+{
+    Py_ssize_t p = *pp;
+    if (width < 1 || width > 4 || p + width > stop)
+        return 1;
+    uint64_t len = le_uint(d + p, width);
+    p += width;
+    if (len > (uint64_t)(stop - p))
+        return 1;
+    *s = d + p;
+    *n = (size_t)len;
+    *pp = p + (Py_ssize_t)len;
+    return 0;
+}
+
 /* The factor from a fraction of frac_len bytes to microseconds (temporal.py's _FRAC_SCALE). */
 static const int64_t frac_scale[4] = {0, 10000, 100, 1};
 
@@ -830,28 +883,66 @@ static int put_decimal(jbuf *b, const unsigned char *v, int precision, int scale
     return 0;
 }
 
+/* A plan (rows/plans.py): a 2-byte column count, then per column of the image its item. */
+typedef struct {
+    int kind, flags, width;
+    size_t arg; /* BINARY's padded length, a temporal's fsp, a DECIMAL's precision << 8 | scale */
+    const unsigned char *key; /* the column's JSON key */
+    size_t klen;
+} plan_item;
+
+/* An image's start: the plan's column count and the image's NULL bitmap at d[*pp], which
+ * it steps over; 0, or 1 when either is short. */
+static int image_head(const unsigned char *d, Py_ssize_t *pp, Py_ssize_t stop,
+                      const unsigned char *plan, Py_ssize_t plan_len, unsigned *ncols,
+                      const unsigned char **nulls)
+{
+    if (plan_len < 2)
+        return 1;
+    *ncols = plan[0] | plan[1] << 8;
+    Py_ssize_t nb = (*ncols + 7) / 8;
+    if (*ncols == 0 || *pp + nb > stop)
+        return 1;
+    *nulls = d + *pp;
+    *pp += nb;
+    return 0;
+}
+
+/* The plan's item at *q, which it steps over (not ENUM's and SET's names); 0, or 1 when
+ * the plan ends first. */
+static int next_item(const unsigned char **q, const unsigned char *plan_end, plan_item *it)
+{
+    const unsigned char *c = *q;
+    if (c + 7 > plan_end)
+        return 1;
+    it->kind = c[0];
+    it->flags = c[1];
+    it->width = c[2];
+    it->arg = c[3] | (size_t)c[4] << 8;
+    it->klen = c[5] | (size_t)c[6] << 8;
+    it->key = c + 7;
+    *q = c + 7 + it->klen;
+    return *q > plan_end;
+}
+
 /* One image: '{"key": value, ...}'.  Returns 0, -1 (error set) or JSON_SLOW. */
 static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t stop,
                      const unsigned char *plan, Py_ssize_t plan_len)
 {
     Py_ssize_t p = *pp;
-    if (plan_len < 2)
+    unsigned ncols;
+    const unsigned char *nulls;
+    if (image_head(d, &p, stop, plan, plan_len, &ncols, &nulls))
         return JSON_SLOW;
-    unsigned ncols = plan[0] | plan[1] << 8;
-    Py_ssize_t nb = (ncols + 7) / 8;
-    if (ncols == 0 || p + nb > stop)
-        return JSON_SLOW;
-    const unsigned char *nulls = d + p;
-    p += nb;
     const unsigned char *q = plan + 2, *plan_end = plan + plan_len;
     JB_LIT(b, "{");
     for (unsigned k = 0; k < ncols; k++) {
-        if (q + 7 > plan_end)
+        plan_item it;
+        if (next_item(&q, plan_end, &it))
             return JSON_SLOW;
-        int kind = q[0], flags = q[1], width = q[2];
-        size_t pad = q[3] | (size_t)q[4] << 8, klen = q[5] | (size_t)q[6] << 8; /* pad: arg */
-        const unsigned char *key = q + 7;
-        q += 7 + klen;
+        int kind = it.kind, flags = it.flags, width = it.width;
+        size_t pad = it.arg, klen = it.klen;
+        const unsigned char *key = it.key;
         /* ENUM and SET: the names follow, a 2-byte count, then a 2-byte length and the
          * name as JSON text without its quotes, each */
         const unsigned char *names = NULL;
@@ -880,17 +971,11 @@ static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t
         int rc = 0;
         switch (kind) {
         case JK_INT: {
-            if (p + width > stop)
+            uint64_t u;
+            long long v;
+            if (take_int(d, &p, stop, width, flags & JF_UNSIGNED, &u, &v))
                 return JSON_SLOW;
-            uint64_t v = le_uint(d + p, width);
-            p += width;
-            if (flags & JF_UNSIGNED) {
-                rc = put_uint(b, v);
-            } else {
-                int shift = 64 - 8 * width;
-                rc = put_int(b, shift ? (long long)(int64_t)(v << shift) >> shift
-                                      : (long long)(int64_t)v);
-            }
+            rc = flags & JF_UNSIGNED ? put_uint(b, u) : put_int(b, v);
             break;
         }
         case JK_YEAR:
@@ -899,37 +984,21 @@ static int put_image(jbuf *b, const unsigned char *d, Py_ssize_t *pp, Py_ssize_t
             rc = put_int(b, d[p] ? d[p] + 1900 : 0);
             p += 1;
             break;
-        case JK_FLOAT: {
-            if (p + 4 > stop)
-                return JSON_SLOW;
-            uint32_t bits = (uint32_t)le_uint(d + p, 4);
-            float f;
-            memcpy(&f, &bits, 4);
-            p += 4;
-            rc = put_double(b, (double)f);
-            break;
-        }
+        case JK_FLOAT:
         case JK_DOUBLE: {
-            if (p + 8 > stop)
-                return JSON_SLOW;
-            uint64_t bits = le_uint(d + p, 8);
             double v;
-            memcpy(&v, &bits, 8);
-            p += 8;
+            if (take_real(d, &p, stop, kind == JK_FLOAT ? 4 : 8, &v))
+                return JSON_SLOW;
             rc = put_double(b, v);
             break;
         }
         case JK_UTF8:
         case JK_ASCII:
         case JK_HEX: {
-            if (width < 1 || width > 4 || p + width > stop)
+            const unsigned char *s;
+            size_t n;
+            if (take_prefixed(d, &p, stop, width, &s, &n))
                 return JSON_SLOW;
-            uint64_t n = le_uint(d + p, width);
-            p += width;
-            if (n > (uint64_t)(stop - p))
-                return JSON_SLOW;
-            const unsigned char *s = d + p;
-            p += (Py_ssize_t)n;
             if (kind == JK_HEX) {
                 size_t total = n > pad ? n : pad;
                 if (jb_reserve(b, 2 * total + 12))
@@ -1090,6 +1159,192 @@ static PyObject *json_rows(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     memcpy(PyByteArray_AS_STRING(out) + n0, jb.p, jb.len);
     return PyLong_FromSsize_t(stop);
+}
+
+/* ---- row images as the decoders' tuples (rows/events.py's row_images is the specification:
+ * the compiled decoders of rows/compiler.py).
+ *
+ * image_tuples(data, p, stop, op, plan, plan_after) -> the event's (before, after) pairs, or
+ * None to leave the whole event to Python: a column kind other than integers, YEAR, FLOAT,
+ * DOUBLE, BIT, text (UTF-8, or ASCII in an ASCII-compatible single-byte charset) and bytes;
+ * text that is not ASCII in a single-byte charset; an image that runs past the event (whose
+ * error the Python decoder raises).  The plans are json_plan's (rows/plans.py), of images of
+ * every column of the table, so a tuple holds one value per column.
+ */
+#define TUPLE_SLOW ((PyObject *)1)
+
+static PyObject *tuple_value(int kind, int flags, int width, size_t pad,
+                             const unsigned char *d, Py_ssize_t *pp, Py_ssize_t stop)
+{
+    Py_ssize_t p = *pp;
+    PyObject *v;
+    switch (kind) {
+    case JK_INT: {
+        uint64_t u;
+        long long x;
+        if (take_int(d, &p, stop, width, flags & JF_UNSIGNED, &u, &x))
+            return TUPLE_SLOW;
+        v = flags & JF_UNSIGNED ? PyLong_FromUnsignedLongLong(u) : PyLong_FromLongLong(x);
+        break;
+    }
+    case JK_YEAR:
+        if (p + 1 > stop)
+            return TUPLE_SLOW;
+        v = PyLong_FromLong(d[p] ? d[p] + 1900 : 0);
+        p += 1;
+        break;
+    case JK_FLOAT:
+    case JK_DOUBLE: {
+        double x;
+        if (take_real(d, &p, stop, kind == JK_FLOAT ? 4 : 8, &x))
+            return TUPLE_SLOW;
+        v = PyFloat_FromDouble(x);
+        break;
+    }
+    case JK_BITS:
+        if (width < 1 || width > 8 || p + width > stop)
+            return TUPLE_SLOW;
+        v = PyLong_FromUnsignedLongLong(be_uint(d + p, width));
+        p += width;
+        break;
+    case JK_UTF8:
+    case JK_ASCII:
+    case JK_HEX: {
+        const unsigned char *s;
+        size_t n;
+        if (take_prefixed(d, &p, stop, width, &s, &n))
+            return TUPLE_SLOW;
+        if (kind == JK_HEX) {
+            /* bytes; BINARY(n) padded back to n with 0x00 (pad) */
+            size_t total = n > pad ? n : pad;
+            v = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+            if (v != NULL) {
+                memcpy(PyBytes_AS_STRING(v), s, n);
+                memset(PyBytes_AS_STRING(v) + n, 0, total - n);
+            }
+            break;
+        }
+        /* CHAR: trailing spaces are not part of the value; 0x20 is a space in both */
+        if (flags & JF_RSTRIP)
+            while (n && s[n - 1] == ' ')
+                n--;
+        if (kind == JK_UTF8) {
+            v = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, "surrogateescape");
+            break;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (s[i] >= 0x80)
+                return TUPLE_SLOW; /* the charset's own table: Python */
+        v = PyUnicode_New((Py_ssize_t)n, 127);
+        if (v != NULL)
+            memcpy(PyUnicode_DATA(v), s, n);
+        break;
+    }
+    default:
+        return TUPLE_SLOW;
+    }
+    *pp = p;
+    return v;
+}
+
+/* One image as a tuple, or NULL (error set) or TUPLE_SLOW. */
+static PyObject *tuple_image(const unsigned char *d, Py_ssize_t *pp, Py_ssize_t stop,
+                             const unsigned char *plan, Py_ssize_t plan_len)
+{
+    Py_ssize_t p = *pp;
+    unsigned ncols;
+    const unsigned char *nulls;
+    if (image_head(d, &p, stop, plan, plan_len, &ncols, &nulls))
+        return TUPLE_SLOW;
+    const unsigned char *q = plan + 2, *plan_end = plan + plan_len;
+    PyObject *row = PyTuple_New(ncols);
+    if (row == NULL)
+        return NULL;
+    for (unsigned k = 0; k < ncols; k++) {
+        plan_item it;
+        if (next_item(&q, plan_end, &it) || it.kind == JK_ENUM || it.kind == JK_SET)
+            goto slow; /* (their names are JSON text in the plan) */
+        PyObject *v;
+        if (nulls[k >> 3] >> (k & 7) & 1) {
+            v = Py_None;
+            Py_INCREF(v);
+        } else {
+            v = tuple_value(it.kind, it.flags, it.width, it.arg, d, &p, stop);
+            if (v == TUPLE_SLOW)
+                goto slow;
+            if (v == NULL) {
+                Py_DECREF(row);
+                return NULL;
+            }
+        }
+        PyTuple_SET_ITEM(row, k, v);
+    }
+    *pp = p;
+    return row;
+slow:
+    Py_DECREF(row);
+    return TUPLE_SLOW;
+}
+
+static PyObject *image_tuples(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t p, stop;
+    int op;
+    PyObject *plan, *plan_after;
+    if (!PyArg_ParseTuple(args, "y*nniSO", &data, &p, &stop, &op, &plan, &plan_after))
+        return NULL;
+    PyObject *out = NULL;
+    if (p < 0 || stop > data.len || p > stop || op < 0 || op > 2 ||
+        (op == 1 && !PyBytes_Check(plan_after))) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    const unsigned char *d = data.buf;
+    const unsigned char *pl = (const unsigned char *)PyBytes_AS_STRING(plan);
+    Py_ssize_t pl_len = PyBytes_GET_SIZE(plan);
+    out = PyList_New(0);
+    if (out == NULL)
+        goto done;
+    while (p < stop) {
+        PyObject *first = tuple_image(d, &p, stop, pl, pl_len), *second = NULL, *pair;
+        if (first == NULL || first == TUPLE_SLOW)
+            goto give_up;
+        if (op == 1) {
+            second = tuple_image(d, &p, stop, (const unsigned char *)PyBytes_AS_STRING(plan_after),
+                                 PyBytes_GET_SIZE(plan_after));
+            if (second == NULL || second == TUPLE_SLOW) {
+                Py_DECREF(first);
+                first = second;
+                goto give_up;
+            }
+            pair = PyTuple_Pack(2, first, second);
+            Py_DECREF(second);
+        } else if (op == 0) {
+            pair = PyTuple_Pack(2, Py_None, first);
+        } else {
+            pair = PyTuple_Pack(2, first, Py_None);
+        }
+        Py_DECREF(first);
+        if (pair == NULL || PyList_Append(out, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(pair);
+        continue;
+    give_up:
+        Py_CLEAR(out);
+        if (first == TUPLE_SLOW) {
+            out = Py_None;
+            Py_INCREF(out);
+        }
+        goto done;
+    }
+done:
+    PyBuffer_Release(&data);
+    return out;
 }
 
 /* ---- the keyed path's multi-row statements (apply/sql.py's render_rows_python is the
@@ -1279,6 +1534,8 @@ static PyMethodDef methods[] = {
     {"hop_frames", hop_frames, METH_VARARGS,
      "The planner's walk over one buffer (binlog/framing.py's hop_frames_python)."},
     {"crc32", py_crc32, METH_VARARGS, "CRC32 (IEEE), as zlib.crc32(data)."},
+    {"image_tuples", image_tuples, METH_VARARGS,
+     "A rows event's (before, after) images as the row decoders make them, or None."},
     {"render_rows", render_rows, METH_VARARGS,
      "Rows as SQL literals for a multi-row statement (apply/sql.py's render_rows_python)."},
     {"json_rows", (PyCFunction)(void (*)(void))json_rows, METH_FASTCALL,

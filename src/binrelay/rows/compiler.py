@@ -535,6 +535,16 @@ def row_decoder(table: TableMap, present: int, *, partial_json: bool = False,
     key = (present, partial_json, json_tree)
     fn = table.decoders.get(key)
     if fn is None:
-        fn = table.decoders[key] = compile_row_decoder(
-            table, present, partial_json=partial_json, json_tree=json_tree)
+        fn = compile_row_decoder(table, present, partial_json=partial_json,
+                                 json_tree=json_tree)
+        # The C reader's plan (``row_images``): images of every column, of plain kinds.
+        fn.plan = None if partial_json or json_tree or \
+            present != (1 << len(table.columns)) - 1 else _c_plan(table, present)
+        table.decoders[key] = fn
     return fn
+
+
+def _c_plan(table: TableMap, present: int) -> bytes | None:
+    from binrelay.rows.plans import tuple_plan  # (plans reads this module's specs)
+
+    return tuple_plan(table, present)

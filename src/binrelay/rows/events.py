@@ -21,6 +21,12 @@ from binrelay.rows.compiler import ABSENT, JsonTree
 from binrelay.rows.tablemap import TableMap
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
+_OP_CODES = {INSERT: 0, UPDATE: 1, DELETE: 2}  # as _speedups.image_tuples reads them
+
+try:
+    from binrelay._speedups import image_tuples as image_tuples_c
+except ImportError:  # pragma: no cover - depends on the build
+    image_tuples_c = None
 
 # Rows event flags.
 STMT_END_F = 0x1
@@ -144,6 +150,13 @@ def row_images(table: TableMap, op: str, partial: bool, b: bytes, p: int, end: i
     """One rows event's images in ``b[p:end]`` as ``(before, after)`` pairs (None for the
     image its op lacks): what a caller needing no :class:`RowChange` per row reads."""
     assert first is not None
+    plan = getattr(first, "plan", None)
+    if plan is not None and image_tuples_c is not None:
+        plan_after = None if second is None else getattr(second, "plan", None)
+        if op != UPDATE or plan_after is not None:
+            images = image_tuples_c(b, p, end, _OP_CODES[op], plan, plan_after)
+            if images is not None:
+                return images
     out: list[tuple[Any, Any]] = []
     add = out.append
     if op == UPDATE:
