@@ -12,6 +12,9 @@ DML batches sit between the barriers.  The client's own time for the DDL stateme
 Then, ``--rounds`` times, alternating, each into a fresh empty sandbox downstream with the
 same options (binlog off, MariaDB's default durability):
 
+* the same statements from one client, the DDL timed as on the upstream: "the DDL
+  themselves" on a server like the downstreams, each round (the anchor of the ratio; the
+  upstream's one run, with its binlog, is shown too);
 * a native MariaDB replica (``slave_parallel_threads = 0``): its IO thread fetches the
   range first (not timed), then it is timed from ``START SLAVE SQL_THREAD`` to the range's
   end;
@@ -139,6 +142,20 @@ class Run:
     batches: int = 0
 
 
+def run_direct(workdir: Path, todo: list[tuple[bool, str]], want: dict,
+               server_id: int) -> Run:
+    """The statements from one client on a server like the downstreams; the DDL's time."""
+    server = downstream_server(workdir, f"direct-{server_id}", server_id, "default")
+    try:
+        seconds = run_statements(server, todo)
+        if snapshot(server) != want:
+            raise BenchError("the tables the statements left differ from the upstream's")
+    finally:
+        server.cleanup()
+    log(f"the DDL themselves on a downstream: {seconds:.2f} s")
+    return Run("direct", seconds)
+
+
 def run_replica(workdir: Path, upstream: MariaDBServer, start: tuple[str, int],
                 end: tuple[str, int], want: dict, server_id: int) -> Run:
     replica = downstream_server(workdir, f"replica-{server_id}", server_id, "default")
@@ -228,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             sync_keys["driver-batch-bytes"] = int(args.driver_batch_mib * MIB)
         runs: list[Run] = []
         for _round in range(args.rounds):
+            runs.append(run_direct(workdir, todo, want, next(ids)))
             runs.append(run_replica(workdir, upstream, start, end, want, next(ids)))
             runs.append(run_sync(workdir, upstream, relay_dir, position, want, next(ids),
                                  **sync_keys))
@@ -245,11 +263,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(args: argparse.Namespace, facts: dict[str, str], ddl: int, inserts: int,
            ddl_seconds: float, runs: list[Run]) -> str:
+    direct = [r.seconds for r in runs if r.side == "direct"]
     replica = [r.seconds for r in runs if r.side == "replica"]
     sync = [r.seconds for r in runs if r.side == "binrelay"]
     applied = [r.apply_seconds or 0.0 for r in runs if r.side == "binrelay"]
-    rows = [["the DDL themselves (upstream client, round trips)", f"{ddl_seconds:.2f}", "–",
-             f"{ddl / ddl_seconds:.0f}"],
+    rows = [["the DDL themselves (upstream client, round trips; binlog on, one run)",
+             f"{ddl_seconds:.2f}", "–", f"{ddl / ddl_seconds:.0f}"],
+            ["**the DDL themselves on a downstream** (one client, round trips)",
+             f"{median(direct):.2f}", " / ".join(f"{s:.2f}" for s in direct),
+             f"{ddl / median(direct):.0f}"],
             ["native replica, serial (SQL thread)", f"{median(replica):.2f}",
              " / ".join(f"{s:.2f}" for s in replica), f"{ddl / median(replica):.0f}"],
             ["**binrelay sync --until-caught-up** (whole command)", f"{median(sync):.2f}",
@@ -265,8 +287,10 @@ def report(args: argparse.Namespace, facts: dict[str, str], ddl: int, inserts: i
 
 `python -m bench.sync_ddl --ddl {args.ddl} --rows-every {args.rows_every} --rounds \
 {args.rounds}{option}` · goal (issue 14): the range applies in about the time of the DDL themselves.
-Ratio binrelay (its own apply loop) / the DDL themselves: **{median(applied) / ddl_seconds:.2f}**;
-whole command / native replica: **{median(sync) / median(replica):.2f}**.
+Ratio binrelay (its own apply loop) / the DDL themselves on a downstream:
+**{median(applied) / median(direct):.2f}**; native replica / the same:
+**{median(replica) / median(direct):.2f}**; whole command / native replica:
+**{median(sync) / median(replica):.2f}**.
 
 {facts_table(facts)}
 
@@ -274,7 +298,7 @@ whole command / native replica: **{median(sync) / median(replica):.2f}**.
 CREATE TABLE, ALTER TABLE ADD COLUMN, CREATE INDEX, RENAME TABLE, and for every other table
 TRUNCATE or DROP. Every run into a fresh empty downstream (binlog off, MariaDB's default
 durability); after each, every table's `SHOW CREATE TABLE` and `CHECKSUM TABLE` equalled
-the upstream's. {args.rounds} rounds, replica then sync, medians.
+the upstream's. {args.rounds} rounds, the DDL themselves, replica, sync, medians.
 
 {md_table(["run", "median s", "rounds s", "DDL/s"], rows)}
 
