@@ -372,12 +372,13 @@ def test_image_tuples_make_what_the_decoders_do(
     is theirs; tables of other columns have no plan."""
     from binrelay.rows import events
     from binrelay.rows.events import row_images
+    from binrelay.rows.plans import tuple_plan
 
     c_reader = events.image_tuples_c
     assert c_reader is not None, "binrelay._speedups was not built"
     table, op, present, present_after, data = case
-    first = row_decoder(table, present)
-    second = row_decoder(table, present_after) if op == UPDATE else None
+    first = row_decoder(table, present, planner=tuple_plan)
+    second = row_decoder(table, present_after, planner=tuple_plan) if op == UPDATE else None
     plain = all(_tuple_kind(c) for c in table.columns)
     assert (first.plan is not None) == plain  # type: ignore[attr-defined]
     if not plain:

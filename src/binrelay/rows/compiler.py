@@ -530,21 +530,20 @@ def compile_row_decoder(table: TableMap, present: int, *, partial_json: bool = F
 
 
 def row_decoder(table: TableMap, present: int, *, partial_json: bool = False,
-                json_tree: bool = False) -> RowDecoder:
-    """The cached decoder of ``table`` for the columns bitmap ``present``."""
+                json_tree: bool = False,
+                planner: Callable[[TableMap, int], bytes | None] | None = None) -> RowDecoder:
+    """The cached decoder of ``table`` for the columns bitmap ``present``.
+
+    ``planner`` (``rows.plans.tuple_plan``) gives a new decoder of images of every column
+    its ``plan``: how the C reader of ``rows.events.row_images`` reads the same images
+    (None: it does not)."""
     key = (present, partial_json, json_tree)
     fn = table.decoders.get(key)
     if fn is None:
         fn = compile_row_decoder(table, present, partial_json=partial_json,
                                  json_tree=json_tree)
-        # The C reader's plan (``row_images``): images of every column, of plain kinds.
-        fn.plan = None if partial_json or json_tree or \
-            present != (1 << len(table.columns)) - 1 else _c_plan(table, present)
+        whole = present == (1 << len(table.columns)) - 1
+        fn.plan = planner(table, present) if (  # type: ignore[attr-defined]
+            planner is not None and whole and not partial_json and not json_tree) else None
         table.decoders[key] = fn
     return fn
-
-
-def _c_plan(table: TableMap, present: int) -> bytes | None:
-    from binrelay.rows.plans import tuple_plan  # (plans reads this module's specs)
-
-    return tuple_plan(table, present)

@@ -59,6 +59,7 @@ from binrelay.rows.events import (
     RowsEvent,
     TableMapEvent,
 )
+from binrelay.rows.plans import tuple_plan
 from binrelay.rows.tablemap import TableMap, parse_table_map
 
 #: zlib.crc32 of data followed by its own little-endian CRC32 is always this constant, so a
@@ -364,7 +365,8 @@ class EventDecoder:
     def _compile(table: TableMap, present: int, partial_json: bool,
                  json_tree: bool) -> Any:
         try:
-            return row_decoder(table, present, partial_json=partial_json, json_tree=json_tree)
+            return row_decoder(table, present, partial_json=partial_json, json_tree=json_tree,
+                               planner=tuple_plan)
         except ValueError as exc:
             raise Corrupt(str(exc)) from exc
 
