@@ -79,6 +79,24 @@ def test_flags_say_whether_a_batch_is_simple() -> None:
     assert len(keyed) == 1 and raw == [] and ops == {}
 
 
+def test_merge_of_records_freed_as_it_goes() -> None:
+    """A table is found by its shape object's id: records merged from a generator free the
+    shapes of those that lose, and a later table's shape must not take such an id over."""
+    other = TableRef("db", "u")
+
+    def records():  # type: ignore[no-untyped-def]
+        yield (KEYED, (T, ("id", "v"), (0,)), (1,), (1, 1, 900, 0), (1, "kept"))
+        for i in range(50):  # each loses, and its shape (a fresh tuple) is freed
+            yield (KEYED, (T, ("id", "v"), (0,)), (1,), (1, 1, i, 0), (1, "old"))
+            for k in (i, i + 1000):
+                yield (KEYED, (other, ("id", "w"), (0,)), (k,), (1, 1, k, 0), (k, "u"))
+
+    keyed, _raw, _ops = merge(records())
+    by_table = {s.table: s for s in keyed}
+    assert by_table[T].rows == ((1, "kept"),)
+    assert len(by_table[other].rows) == 100 and by_table[other].columns == ("id", "w")
+
+
 def test_merge_refuses_two_shapes_of_one_table() -> None:
     other = (T, ("id", "v", "w"), (0,))
     with pytest.raises(ChangeError, match="columns or key change"):

@@ -402,7 +402,8 @@ def merge(records: Iterable[Record]) -> tuple[list[Survivors], list[Change], dic
     # of the loop.  The shapes are kept, so that no id is reused meanwhile.
     by_ref: dict[TableRef, dict[tuple[Any, ...], Record]] = {}
     by_shape: dict[int, dict[tuple[Any, ...], Record]] = {}
-    shapes: dict[TableRef, Shape] = {}
+    shapes: dict[TableRef, Shape] = {}  # the first of each table's
+    seen_shapes: list[Shape] = []
     raw: list[Change] = []
     ops: dict[str, int] = {}
     for record in records:
@@ -419,6 +420,7 @@ def merge(records: Iterable[Record]) -> tuple[list[Survivors], list[Change], dic
                                       table=str(ref), position=record[3])
                 best = by_ref.setdefault(ref, {})
                 by_shape[id(shape)] = best
+                seen_shapes.append(shape)
             k = record[2]
             seen = best.get(k)
             if seen is None or seen[3] < record[3]:
