@@ -116,8 +116,9 @@ def _first_event_after_header(path: Path) -> int:
 
 
 def test_a_partition_past_the_end_of_its_file(tmp_path: Path) -> None:
-    """A read task maps its relay file: a file cut inside an event before the partition's
-    end is one clear error; one that ends at an event boundary gives what is there."""
+    """A read task maps its relay file: a partition whose end is not an event's end, or a
+    file cut since the partition was planned (even at a transaction's end), is one clear
+    error naming the file and offsets, never the changes that are there and no more."""
     from binrelay.errors import RelayDirError
     from binrelay.spark.decode import iter_segment_runs
 
@@ -125,13 +126,12 @@ def test_a_partition_past_the_end_of_its_file(tmp_path: Path) -> None:
     assert source.is_file(), f"{source} is missing (../shared/mysql-captures)"
     path, ends, whole = _relayed(source, tmp_path)
     assert len(ends) >= 2
-    every = [run[1] for run in iter_segment_runs(tmp_path, whole)]
-    assert every
-    with open(path, "r+b") as f:  # the file ends where the first transaction does
-        f.truncate(ends[0].end)
-    first = [run[1] for run in iter_segment_runs(tmp_path, whole)]
-    assert first == [o for o in every if o < ends[0].end]
-    with open(path, "r+b") as f:  # and now inside its last event
-        f.truncate(ends[0].end - 3)
-    with pytest.raises(RelayDirError, match="ends inside an event"):
-        list(iter_segment_runs(tmp_path, whole))
+    assert [run[1] for run in iter_segment_runs(tmp_path, whole)]
+    askew = Segment(whole.subdir, whole.file, whole.start, ends[-1].end - 3, "dml")
+    with pytest.raises(RelayDirError, match="falls inside an event"):
+        list(iter_segment_runs(tmp_path, askew))
+    for cut in (ends[0].end, ends[0].end - 3):  # a transaction's end, inside an event
+        with open(path, "r+b") as f:
+            f.truncate(cut)
+        with pytest.raises(RelayDirError, match=f"ends at {cut}, before the partition's end"):
+            list(iter_segment_runs(tmp_path, whole))

@@ -122,20 +122,29 @@ def _walk(relay_dir: Path, segment: Segment, runs: bool) -> Iterator[tuple[Any, 
     scan = scanner.scan_events if runs else scanner.scan
 
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        end = min(size, segment.stop)
-        if end <= segment.start:
+        _check_whole(f, path, segment)
+        if segment.stop <= segment.start:
             return
         # Mapped, not read: the scanner walks the page cache itself (CRC32 checked), with
-        # no copy into a buffer and none of a chunk's tail into the next.  Relay files only
-        # grow while a batch is planned over them (their torn tails are cut before).
-        with mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ) as buf:
-            for item in scan(buf, segment.start, end, file_offset=0):
+        # no copy into a buffer and none of a chunk's tail into the next.
+        with mmap.mmap(f.fileno(), segment.stop, access=mmap.ACCESS_READ) as buf:
+            for item in scan(buf, segment.start, segment.stop, file_offset=0):
                 yield item, buf, 0
-            if scanner.stopped_at != end:
-                raise RelayDirError(f"relay file {path} ends inside an event at "
-                                    f"{scanner.stopped_at}, before the partition's end "
-                                    f"{segment.stop}")
+            if scanner.stopped_at != segment.stop:
+                raise RelayDirError(f"relay file {path}: the partition's end {segment.stop}"
+                                    f" falls inside an event at {scanner.stopped_at}")
+
+
+def _check_whole(f: Any, path: Path, segment: Segment) -> None:
+    """The partition was planned over whole transactions the file held: if the file is
+    shorter now, it was cut since, and the partition's events are not all there."""
+    size = os.fstat(f.fileno()).st_size
+    if size < segment.stop:
+        raise RelayDirError(f"relay file {path} ends at {size}, before the partition's end"
+                            f" {segment.stop}",
+                            hint="the file was cut after this batch was planned (relay-log-"
+                                 "recovery?); run the sync again: it plans from its "
+                                 "checkpoint over the relay as it now is")
 
 
 def _ddl_rows(path: Path, segment: Segment) -> Iterator[Any]:
