@@ -230,12 +230,14 @@ def _text_expr(col: Column, ctx: _Ctx, x: str) -> str:
         return f"{x}.decode({codec!r}, 'surrogateescape')"
     table = single_byte_table(col.charset)
     if table is not None:
+        decode = _SINGLE_BYTE.get(table)
+        if decode is None:
+            decode = _SINGLE_BYTE[table] = partial(_single_byte, table)
+        fn = ctx.const(decode, "sb")
         if table[:128] == _IDENTITY_ASCII:
             # Most text is ASCII, and the C ascii decoder is twice as fast as a charmap;
             # inline, without a Python call per value (``x`` is a name: read twice).
-            fn = ctx.const(_SINGLE_BYTE.setdefault(table, partial(_single_byte, table)), "sb")
             return f"({x}.decode('ascii') if {x}.isascii() else {fn}({x}))"
-        fn = ctx.const(_SINGLE_BYTE.setdefault(table, partial(_single_byte, table)), "sb")
         return f"{fn}({x})"
     return x  # binary, or no charset logged: keep the bytes
 

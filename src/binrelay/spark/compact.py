@@ -397,30 +397,27 @@ def merge(records: Iterable[Record]) -> tuple[list[Survivors], list[Change], dic
     """One apply task's records: the keyed survivors over all partitions (latest position
     per key), one :class:`Survivors` per table, in key order; the raw changes; the op
     counts."""
-    # Per table, key -> record.  A table is found by its shape object's id first (records
-    # unpickled together share one): hashing a TableRef per record cost more than the rest
-    # of the loop.  The shapes are kept, so that no id is reused meanwhile.
-    by_ref: dict[TableRef, dict[tuple[Any, ...], Record]] = {}
-    by_shape: dict[int, dict[tuple[Any, ...], Record]] = {}
-    shapes: dict[TableRef, Shape] = {}  # the first of each table's
-    seen_shapes: list[Shape] = []
+    # Per table, its first shape and key -> record.  A table is found by its shape object's
+    # id first (records unpickled together share one): hashing a TableRef per record cost
+    # more than the rest of the loop.  Each shape is kept with its entry, so that no id is
+    # reused meanwhile.
+    by_ref: dict[TableRef, tuple[Shape, dict[tuple[Any, ...], Record]]] = {}
+    by_shape: dict[int, tuple[Shape, dict[tuple[Any, ...], Record]]] = {}
     raw: list[Change] = []
     ops: dict[str, int] = {}
     for record in records:
         kind = record[0]
         if kind == KEYED:
             shape = record[1]
-            best = by_shape.get(id(shape))
-            if best is None:
-                ref = shape[0]
-                first = shapes.setdefault(ref, shape)
+            found = by_shape.get(id(shape))
+            if found is None:
+                first, best = by_ref.setdefault(shape[0], (shape, {}))
                 if first is not shape and first != shape:
                     # DDL is a barrier: one definition per table in a batch.
                     raise ChangeError("the table's columns or key change within one batch",
-                                      table=str(ref), position=record[3])
-                best = by_ref.setdefault(ref, {})
-                by_shape[id(shape)] = best
-                seen_shapes.append(shape)
+                                      table=str(shape[0]), position=record[3])
+                found = by_shape[id(shape)] = (shape, best)
+            best = found[1]
             k = record[2]
             seen = best.get(k)
             if seen is None or seen[3] < record[3]:
@@ -430,7 +427,7 @@ def merge(records: Iterable[Record]) -> tuple[list[Survivors], list[Change], dic
         elif kind == STATS:
             for op, n in record[1].items():
                 ops[op] = ops.get(op, 0) + n
-    return [_survivors(shapes[ref], best) for ref, best in by_ref.items()], raw, ops
+    return [_survivors(first, best) for first, best in by_ref.values()], raw, ops
 
 
 def _survivors(shape: Shape, best: dict[tuple[Any, ...], Record]) -> Survivors:
