@@ -10,7 +10,8 @@ from binrelay.position import Position, SubdirName
 from binrelay.relay.layout import RelayMeta, write_index, write_meta
 from binrelay.relay.relaydir import RelayView, durable_end, earliest
 from binrelay.relay.txnscan import DDL, DML, OTHER, transaction_ends
-from binrelay.spark.planning import advance, next_batch, plan_partitions
+from binrelay.spark.planning import advance, next_batch, plan_partitions, relay_bytes
+from relaydir_builder import make_relay_dir
 
 SUB = SubdirName.parse("0-1.000001")
 
@@ -252,3 +253,16 @@ def test_planning_reads_only_as_far_as_the_batch_goes(tmp_path: Path, monkeypatc
     # The whole range once, plus at most one read chunk and one event beyond each batch.
     biggest = max(e - s for b in files for s, e in itertools.pairwise([4, *b.boundaries]))
     assert read[0] <= total + batches * (chunk + biggest), (read[0], total, batches)
+
+
+def test_relay_bytes_count_every_file_and_stop_past_the_limit(tmp_path: Path) -> None:
+    files = make_relay_dir(tmp_path, [("0-1.000001", [3, 2, 4]), ("0-1.000002", [2])])
+    view = RelayView(tmp_path)
+    start = Position(SubdirName.parse("0-1.000001"), "mysql-bin.000001", 4)
+    sizes = [len(data) - 4 for data in files.values()]
+    assert relay_bytes(view, start, view.end) == sum(sizes)
+    later = Position(SubdirName.parse("0-1.000001"), "mysql-bin.000002", 10)
+    assert relay_bytes(view, later, view.end) == sum(sizes[1:]) - 6
+    # Past the limit after the first file: the others are not looked at.
+    assert relay_bytes(view, start, view.end, at_most=sizes[0] - 1) == sizes[0]
+    assert relay_bytes(view, start, view.end, at_most=sum(sizes)) == sum(sizes)

@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 from binrelay.config import load_config
+from binrelay.position import Position, SubdirName
+from binrelay.relay.relaydir import RelayView
 from binrelay.spark.sync import SyncPipeline
 from relay_helpers import write_config
+from relaydir_builder import make_relay_dir
 
 KIB, MIB = 1024, 1 << 20
 
@@ -54,6 +57,28 @@ def test_a_catch_up_starts_spark_for_its_first_real_batch(tmp_path: Path) -> Non
     assert p._on_driver(16 * MIB) and p.starts == 1
     assert p._on_driver(32 * MIB)
     assert not p._on_driver(32 * MIB + 1)
+
+
+def test_a_sync_a_little_behind_keeps_its_batches_on_the_driver(tmp_path: Path) -> None:
+    """With Spark up, the driver's batches go on while the backlog is a few of them
+    (``_DRIVER_BACKLOG``); a bigger backlog goes to Spark in batches of ``batch-bytes``."""
+    files = make_relay_dir(tmp_path / "relay", [("0-1.000001", [40])])
+    backlog = len(next(iter(files.values()))) - 4
+    view = RelayView(tmp_path / "relay")
+    start = Position(SubdirName.parse("0-1.000001"), "mysql-bin.000001", 4)
+    behind_a_little = pipeline(tmp_path, **{"driver-batch-bytes": backlog // 4 + 1})
+    behind_a_little.up = True
+    assert behind_a_little._batch_limit(view, start, view.end) == backlog // 4 + 1
+    behind = pipeline(tmp_path, **{"driver-batch-bytes": backlog // 4 - 1})
+    behind.up = True
+    assert behind._batch_limit(view, start, view.end) == behind.sync.batch_bytes
+    # While Spark starts: a partition at a time, whatever the backlog.
+    behind.up = False
+    assert behind._batch_limit(view, start, view.end) == behind.sync.partition_bytes
+    for off in ({"driver-apply": False}, {"driver-batch-bytes": 0}):
+        p = pipeline(tmp_path, **off)
+        p.up = True
+        assert p._batch_limit(view, start, view.end) == p.sync.batch_bytes
 
 
 @pytest.mark.parametrize("sync", [{"driver-apply": False},

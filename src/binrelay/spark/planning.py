@@ -99,6 +99,18 @@ def iter_spans(relay: RelayView | Path, start: Position, end: Position) -> Itera
                 yield Span(subdir, name, max(first, 4), stop, finished)
 
 
+def relay_bytes(relay: RelayView | Path, start: Position, end: Position, *,
+                at_most: int | None = None) -> int:
+    """The relay's bytes from ``start`` to ``end``; once past ``at_most``, the sum so far
+    (the files further on are not looked at)."""
+    total = 0
+    for span in iter_spans(relay, start, end):
+        total += span.stop - span.start
+        if at_most is not None and total > at_most:
+            break
+    return total
+
+
 def advance(relay: RelayView | Path, start: Position, end: Position, *,
             max_bytes: int | None = None, max_transactions: int | None = None,
             ddl_barrier: bool = True) -> Position:

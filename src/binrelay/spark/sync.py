@@ -72,6 +72,7 @@ from binrelay.spark.planning import (
     next_batch,
     plan_partitions,
     position_of_gtid_set,
+    relay_bytes,
 )
 from binrelay.spark.read_ahead import ReadAhead, read_stage, start_read
 from binrelay.spark.serial import Headers, segment_actions
@@ -88,7 +89,7 @@ from binrelay.spark.tasks import (
     lanes,
     packed,
 )
-from binrelay.spark.workers import warm_up
+from binrelay.spark.workers import WarmKeeper, warm_up
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -171,6 +172,16 @@ _RUN_ROWS = 64 * 1024
 #: while batches are kept to ``partition-bytes`` until Spark is up); the rows between DDL
 #: never pay for its start (seconds of two cores).
 _SPARK_WORTHY = 64 * 1024
+#: With Spark up, a batch of rows still goes to the driver (``driver-batch-bytes`` at
+#: most) while the relay holds no more than this many driver batches after the
+#: checkpoint: a streaming sync a little behind (a burst of writes, CPU taken by others)
+#: catches up in a few driver batches.  Handing the backlog to Spark in one big batch costs
+#: more CPU in all (JVM scheduling, pickling, the shuffle, more processes), which on a
+#: busy machine is time: measured on 2 cores with a native replica and the upstream
+#: competing (``bench.sync_lag``, both at once), 17-32 MiB batches took 1.5-3.5 s through
+#: Spark where 16 MiB driver batches took 0.5-1.4 s, and the sync fell further behind
+#: (heartbeat p99 5.8 s).  A catch-up's backlog (hundreds of MiB) still goes to Spark.
+_DRIVER_BACKLOG = 4
 #: How long a chained plan's read stage waits for the batch before the barrier to be done
 #: (``_plan_then_read``), seconds; after that the batch's apply job runs the stage.  Every
 #: exit of the run opens the gate first.
@@ -197,6 +208,11 @@ class SyncPipeline:
         self._own_spark = spark is None
         self._spark_starting: threading.Thread | None = None
         self._spark_failed: BaseException | None = None
+        #: Keeps the Python workers of a session this pipeline started past PySpark's
+        #: idle timeout while batches stay on the driver.
+        self._keeper: WarmKeeper | None = None
+        self._keeper_lock = threading.Lock()
+        self._closed = False
         self.should_stop = should_stop or (lambda: False)
         self.stats = SyncStats()
         self.listeners: list[BatchListener] = list(listeners or ())
@@ -280,6 +296,9 @@ class SyncPipeline:
                                            f"{sc.getConf().get('spark.driver.port')}"})
         with spark_failures():
             warm_up(sc)
+        with self._keeper_lock:
+            if not self._closed:
+                self._keeper = WarmKeeper(sc)
         log.info("spark ready", extra={"workers": int(sc.defaultParallelism)})
         return spark
 
@@ -291,6 +310,11 @@ class SyncPipeline:
         """Stop the Spark session this pipeline started on a cluster, so that the master
         sees the application finish (a session given by the caller is left alone).  In
         local mode the JVM ends with this process: a stop would only add a second."""
+        with self._keeper_lock:
+            self._closed = True
+            keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.close()
         if self._own_spark and not self.sync.master.startswith("local") and (
                 self._spark is not None or self._spark_starting is not None):
             with contextlib.suppress(Exception):  # a start that failed has nothing to stop
@@ -453,11 +477,7 @@ class SyncPipeline:
                         break
                     waiter = self._wait(waiter, end_limit)
                     continue
-                # While Spark starts, the driver applies batches itself: small ones, so
-                # that Spark takes over as soon as it is up.
-                max_bytes = self.sync.batch_bytes if self.spark_ready or \
-                    not self.sync.driver_apply else \
-                    min(self.sync.batch_bytes, self.sync.partition_bytes)
+                max_bytes = self._batch_limit(view, start, end_limit)
                 planning = time.monotonic()
                 from_ahead = ahead is not None and ahead[0] == (start, max_bytes)
                 if ahead is not None and from_ahead:
@@ -512,6 +532,21 @@ class SyncPipeline:
                 waiter.close()
             if self._unregistered is not None:
                 self._register(self._unregistered)
+
+    def _batch_limit(self, view: RelayView, start: Position, end_limit: Position) -> int:
+        """The most relay bytes the next batch takes.  While Spark starts, the driver
+        applies batches itself: small ones, so that Spark takes over as soon as it is up;
+        with Spark up, batches the driver applies when the backlog is a few of them
+        (``_DRIVER_BACKLOG``)."""
+        sync = self.sync
+        if not sync.driver_apply:
+            return sync.batch_bytes
+        if not self.spark_ready:
+            return min(sync.batch_bytes, sync.partition_bytes)
+        backlog = _DRIVER_BACKLOG * sync.driver_batch_bytes
+        if not backlog or relay_bytes(view, start, end_limit, at_most=backlog) > backlog:
+            return sync.batch_bytes
+        return min(sync.batch_bytes, sync.driver_batch_bytes)
 
     def _plan(self, view: RelayView, start: Position, end_limit: Position,
               max_bytes: int) -> Planned:
