@@ -303,7 +303,7 @@ the upstream's. {args.rounds} rounds, the DDL themselves, replica, sync, medians
 {md_table(["run", "median s", "rounds s", "DDL/s"], rows)}
 
 - binrelay's batches: {", ".join(map(str, batches))} (a run of DDL is one batch, up to 64
-  statements and up to 64 KiB of the rows between and after them: one checkpoint commit;
+  statements and up to 64 KiB of the rows between them: one checkpoint commit;
   each DDL still has its journal row, committed in the DDL's own round trip before the DDL
   runs, together with the rows before it; every DDL here is evident (the server's answer to
   running it again says whether it ran), so no row holds a catalog print; the plain CREATE

@@ -1,15 +1,19 @@
-"""A barrier batch's replay reads each relay file's header once (``spark.serial._header``
-with the replay's ``headers``), and clear errors for a file gone or garbled."""
+"""A barrier batch's replay reads each relay file's header once (``spark.serial._reader``
+with the replay's ``headers``) and decodes its segments with one decoder, and clear errors
+for a file gone or garbled."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 
 from binlog_builder import BinlogBuilder
+from binrelay.apply.catalog import TableRules
 from binrelay.errors import RelayDirError
 from binrelay.spark import serial
+from binrelay.spark.planning import Segment
 
 
 def test_a_relay_file_header_is_read_once_per_replay(tmp_path: Path,
@@ -22,14 +26,39 @@ def test_a_relay_file_header_is_read_once_per_replay(tmp_path: Path,
     read = serial.read_fde_event
     monkeypatch.setattr(serial, "read_fde_event", lambda p: reads.append(p) or read(p))
     headers: serial.Headers = {}
-    first = serial._header(path, headers)
-    assert first[1].is_mariadb
-    assert serial._header(path, headers) == first and reads == [path]
+    first = serial._reader(path, headers)
+    assert first.fde.is_mariadb and first.mariadb
+    assert serial._reader(path, headers) is first and reads == [path]
     # Another replay reads it again (a file may be made anew under the same name).
-    assert serial._header(path, {}) == first and reads == [path, path]
+    again = serial._reader(path, {})
+    assert again.fde == first.fde and again.decoder is not first.decoder
+    assert reads == [path, path]
     with pytest.raises(RelayDirError, match="is gone"):
-        serial._header(tmp_path / "mysql-bin.000002", headers)
+        serial._reader(tmp_path / "mysql-bin.000002", headers)
     garbled = tmp_path / "mysql-bin.000003"
     garbled.write_bytes(b"\xfebin" + b"\0" * 10)
     with pytest.raises(RelayDirError, match="no valid binlog header"):
-        serial._header(garbled, headers)
+        serial._reader(garbled, headers)
+
+
+def test_segments_of_a_file_read_with_one_decoder_as_each_with_its_own(
+        tmp_path: Path) -> None:
+    relay = tmp_path / "relay"
+    (relay / "0-1.000001").mkdir(parents=True)
+    b = BinlogBuilder(flavor="mariadb", checksum=True).header()
+    cuts = [len(b.bytes())]
+    for text in ("CREATE TABLE app.t (id INT PRIMARY KEY, v INT)",
+                 "ALTER TABLE app.t ADD COLUMN w INT", "DROP TABLE app.t"):
+        b.ddl(text)
+        cuts.append(len(b.bytes()))
+    (relay / "0-1.000001" / "mysql-bin.000001").write_bytes(b.bytes())
+    segments = [Segment("0-1.000001", "mysql-bin.000001", start, stop, "ddl")
+                for start, stop in itertools.pairwise(cuts)]
+    rules = TableRules()
+    shared: serial.Headers = {}
+    together = [list(serial.segment_actions(relay, seg, rules, shared)) for seg in segments]
+    alone = [list(serial.segment_actions(relay, seg, rules)) for seg in segments]
+    assert together == alone
+    assert [a.text for seg in together for _end, _gtid, actions in seg for a in actions] == [
+        "CREATE TABLE app.t (id INT PRIMARY KEY, v INT)",
+        "ALTER TABLE app.t ADD COLUMN w INT", "DROP TABLE app.t"]

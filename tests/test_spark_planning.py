@@ -132,15 +132,30 @@ def test_a_run_of_ddl_takes_the_rows_between_when_the_caller_allows(tmp_path: Pa
 
     # (The second "dml" segment of rows 6-7 holds the rotation and the next file's header.)
     assert batches(0) == [[DML], [DDL] * 3, [DML], [DDL], [DML, DML], [DDL] * 2, [DML]]
-    # Rows never start a run, but a run takes them (and the rows after its last DDL).
-    assert batches(1 << 20) == [[DML], [DDL, DDL, DDL, DML, DDL, DML, DML, DDL, DDL, DML]]
+    # Rows never start a run, but a run takes those between its DDL; the rows after its last
+    # DDL are a batch of their own (compacted, not a statement per row).
+    assert batches(1 << 20) == [[DML], [DDL, DDL, DDL, DML, DDL, DML, DML, DDL, DDL], [DML]]
     # A budget smaller than a row transaction: the run stops before it, as without one.
     assert batches(10) == batches(0)
     # The GTIDs of a run with rows are every transaction's, in relay order.
     gtids: list[str] = []
     first_end, _ = next_batch(tmp_path, start, end, ddl_run=64)
     next_batch(tmp_path, first_end, end, ddl_run=64, run_rows=1 << 20, gtids=gtids)
-    assert len(gtids) == 10
+    assert len(gtids) == 9
+
+
+def test_a_run_of_ddl_leaves_the_rows_after_it(tmp_path: Path) -> None:
+    # DDL at 1-2, then rows to the relay's end (a streaming sync's DDL, the writes after it
+    # relayed already), or to the run's limit of DDL.
+    _relay(tmp_path, [_file(6, ddl_at=(1, 2), rotate=False)])
+    assert _batch_kinds(tmp_path, ddl_run=64, run_rows=1 << 20) == [[DML], [DDL] * 2, [DML]]
+    assert _batch_kinds(tmp_path, ddl_run=2, run_rows=1 << 20) == [[DML], [DDL] * 2, [DML]]
+    more = tmp_path / "more"
+    _relay(more, [_file(6, ddl_at=(1, 2, 4), rotate=False)])
+    assert _batch_kinds(more, ddl_run=2, run_rows=1 << 20) == [[DML], [DDL] * 2, [DML],
+                                                               [DDL], [DML]]
+    assert _batch_kinds(more, ddl_run=64, run_rows=1 << 20) == [[DML], [DDL, DDL, DML, DDL],
+                                                                [DML]]
 
 
 def test_byte_limit_keeps_at_least_one_transaction(tmp_path: Path) -> None:

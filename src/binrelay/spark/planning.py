@@ -135,9 +135,11 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
     Barriers (DDL, transactions holding statements, prepared XA transactions) are a batch
     of their own; a batch that starts with a DDL also takes up to ``ddl_run`` - 1 DDL
     transactions right after it (a migration's run of DDL: one checkpoint commit serves
-    them all), and with them the row transactions between and after them, up to
-    ``run_rows`` bytes in all (a migration's backfills: applied in relay order on the
-    driver, each committed with the next DDL's journal row).
+    them all), and with them the row transactions between them, up to ``run_rows`` bytes
+    in all (a migration's backfills: applied in relay order on the driver, each committed
+    with the next DDL's journal row).  Rows after the run's last DDL in its file are left
+    to the next batch, compacted: taken along they would be a statement per row, and a
+    streaming sync's DDL batch would wait on them.
 
     A prepared XA transaction whose outcome (``XA COMMIT``/``XA ROLLBACK``)
     is not relayed yet cannot be applied nor passed: the batch then ends before it, and
@@ -157,6 +159,9 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
         accepted: list[TxnEnd] = []
         prev = span.start
         done = False
+        # How many of this span's accepted transactions end with the run's last DDL: the
+        # row transactions after it are the run's only if another DDL follows them.
+        through_ddl: int | None = None
         # Lazily: the scan reads the file only as far as this batch goes (up to a barrier,
         # the byte budget or a limit), so planning costs what the batch holds, not the
         # look-ahead window.
@@ -169,12 +174,16 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
                         accepted.append(txn)
                         prev = txn.end
                         moved = True
+                        if txn.kind == DDL:
+                            through_ddl = len(accepted)
                         continue
                     if run and txn.kind == DML and txn.end - prev <= rows_left:
                         rows_left -= txn.end - prev
                         accepted.append(txn)
                         prev = txn.end
                         continue
+                    if through_ddl is not None:
+                        del accepted[through_ddl:]
                     if not moved:
                         if txn.kind == XA_PREPARE and xa_outcome(
                                 view, Position(span.subdir, span.file, txn.end), end,
@@ -200,6 +209,8 @@ def next_batch(relay: RelayView | Path, start: Position, end: Position, *,
                 if budget is not None and budget <= txn.end < span.stop:
                     done = True  # the byte budget ran out inside this file
                     break
+        if not done and not span.finished and through_ddl is not None:
+            del accepted[through_ddl:]  # the relay's end: nothing follows the rows yet
         if accepted:
             last = Position(span.subdir, span.file, accepted[-1].end)
         out += _cut(span, span.start, accepted, target_bytes)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import Change
@@ -73,15 +73,26 @@ def commits_implicitly(statement: str) -> bool:
     return not (first in ("CREATE", "DROP") and rest.startswith("TEMPORARY"))
 
 
-#: Relay files' FORMAT_DESCRIPTION_EVENTs (bytes, what they say) by path, kept by the caller
-#: of :func:`segment_actions` for one replay (a barrier batch: a segment per DDL, each of
-#: which read its file's header twice), so that no file made again under the same name
-#: meanwhile can be served an old header.
-Headers = dict[Path, tuple[bytes, FormatDescription]]
+class FileReader(NamedTuple):
+    """A relay file as a replay reads it: its FORMAT_DESCRIPTION_EVENT (bytes, what it
+    says) and an event decoder that has read it, for the file's segments in relay order
+    (each starts at a transaction's start, where the decoder holds no table map)."""
+
+    fde: FormatDescription
+    decoder: EventDecoder
+    mariadb: bool
+    version: str | None
 
 
-def _header(path: Path, headers: Headers | None) -> tuple[bytes, FormatDescription]:
-    """The relay file's FORMAT_DESCRIPTION_EVENT: its bytes and what it says."""
+#: The readers of the relay files one replay reads (a barrier batch: a segment per DDL,
+#: each of which read its file's header and made a decoder), kept by the caller of
+#: :func:`segment_actions` for that replay only, so that no file made again under the same
+#: name meanwhile can be served an old header.
+Headers = dict[Path, FileReader]
+
+
+def _reader(path: Path, headers: Headers | None) -> FileReader:
+    """The relay file's header, read, and a decoder that has read it."""
     found = None if headers is None else headers.get(path)
     if found is not None:
         return found
@@ -94,23 +105,24 @@ def _header(path: Path, headers: Headers | None) -> tuple[bytes, FormatDescripti
     fde = None if raw is None else parse_fde(raw)
     if raw is None or fde is None:
         raise RelayDirError(f"relay file {path} has no valid binlog header")
+    decoder = EventDecoder(path=str(path))
+    mariadb, version = True, None
+    for ev in decoder.feed(raw, 4):
+        if isinstance(ev, FormatDescriptionEvent):
+            mariadb, version = ev.fde.is_mariadb, ev.fde.server_version
+    reader = FileReader(fde, decoder, mariadb, version)
     if headers is not None:
-        headers[path] = (raw, fde)
-    return raw, fde
+        headers[path] = reader
+    return reader
 
 
 def segment_actions(relay_dir: Path, segment: Segment, rules: TableRules,
                     headers: Headers | None = None,
                     ) -> Iterator[tuple[int, str | None, list[Action]]]:
     """The segment's transactions, each as ``(end offset, GTID, actions in relay order)``;
-    ``headers``: the relay files' headers already read in this replay (``_header``)."""
+    ``headers``: the relay files already read in this replay (``_reader``)."""
     path = relay_dir / segment.subdir / segment.file
-    fde_raw, fde = _header(path, headers)
-    decoder = EventDecoder(path=str(path))
-    mariadb, version = True, None
-    for ev in decoder.feed(fde_raw, 4):
-        if isinstance(ev, FormatDescriptionEvent):
-            mariadb, version = ev.fde.is_mariadb, ev.fde.server_version
+    fde, decoder, mariadb, version = _reader(path, headers)
     seq = SubdirName.parse(segment.subdir).seq
     file_no = binlog_sort_key(segment.file)[1]
     shapes: dict[int, Any] = {}

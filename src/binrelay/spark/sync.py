@@ -160,7 +160,7 @@ _NARROW_MAX = 16
 #: DDL statements one batch may hold when they follow each other (a migration): one
 #: checkpoint commit for them all, while the checkpoint still moves every this many.
 _DDL_RUN = 64
-#: Bytes of row transactions such a run takes between and after its DDL (a trickle of
+#: Bytes of row transactions such a run takes between its DDL (a trickle of
 #: writes between a migration's statements): applied in relay order on the driver, each
 #: committed with the next DDL's journal row, instead of a batch (and its checkpoint
 #: commits and catalog read) of their own between every two DDL.  A little only: they go
