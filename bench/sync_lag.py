@@ -297,13 +297,15 @@ class Sides:
                     raise BenchError(f"the relay did not reach {want}; log:\n"
                                      f"{tail(self.relay_log)}")
                 time.sleep(0.1)
+            # The log is appended to: only this process's lines count.
+            logged = self.sync_log.stat().st_size if self.sync_log.exists() else 0
             self.procs["binrelay sync"] = (
                 spawn(binrelay_cmd("sync", "--config", str(self.sync_cfg)), self.sync_log),
                 self.sync_log)
             # A deployed sync runs for days: measure it warm (Spark up, Python workers
             # started), not its start-up, which burns both cores for seconds.
             deadline = time.monotonic() + CATCH_UP_TIMEOUT
-            while 'msg="spark ready"' not in self.sync_log.read_text(errors="replace"):
+            while b'msg="spark ready"' not in self.sync_log.read_bytes()[logged:]:
                 check_alive(self.procs)
                 if time.monotonic() > deadline:
                     raise BenchError(f"the sync's Spark was not up in {CATCH_UP_TIMEOUT:.0f} s;"
