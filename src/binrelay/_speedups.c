@@ -17,6 +17,9 @@
  * And dump --json's row lines (json_rows; rows/jsondump.py is its specification): the JSON
  * text of a rows event's images for the common column types, without a Python object per
  * value.
+ *
+ * And the read tasks' compaction loop (fold_images; spark/compact.py's fold_images_python is
+ * its specification): the last operation per key of a rows event's images.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1347,6 +1350,124 @@ done:
     return out;
 }
 
+/* ---- the read tasks' compaction loop (spark/compact.py's fold_images_python is the
+ * specification): each image's key, its last operation recorded per key. ---------------- */
+
+/* 1: *out is the key's values; 0: not all int, str or bytes (or no such column): the
+ * caller's Python takes the image; -1: an error is set. */
+static int plain_key(PyObject *image, PyObject *key, PyObject **out)
+{
+    if (!PyTuple_CheckExact(image))
+        return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(key), size = PyTuple_GET_SIZE(image);
+    PyObject *values = PyTuple_New(n);
+    if (values == NULL)
+        return -1;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *index = PyTuple_GET_ITEM(key, j);
+        Py_ssize_t at = PyLong_CheckExact(index) ? PyLong_AsSsize_t(index) : -1;
+        if (at == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        PyObject *v = (at >= 0 && at < size) ? PyTuple_GET_ITEM(image, at) : NULL;
+        if (v == NULL || !(PyLong_CheckExact(v) || PyUnicode_CheckExact(v) ||
+                           PyBytes_CheckExact(v))) {
+            Py_DECREF(values);
+            return 0;
+        }
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(values, j, v);
+    }
+    *out = values;
+    return 1;
+}
+
+/* last[key] = (position, image) */
+static int record_last(PyObject *last, PyObject *key, PyObject *position, PyObject *image)
+{
+    PyObject *entry = PyTuple_Pack(2, position, image);
+    if (entry == NULL)
+        return -1;
+    int rc = PyDict_SetItem(last, key, entry);
+    Py_DECREF(entry);
+    return rc;
+}
+
+static PyObject *fold_images(PyObject *self, PyObject *args)
+{
+    PyObject *last, *images, *key, *seq, *file_no, *offset;
+    int op;
+    Py_ssize_t row;
+    if (!PyArg_ParseTuple(args, "O!OiO!OOOn", &PyDict_Type, &last, &images, &op,
+                          &PyTuple_Type, &key, &seq, &file_no, &offset, &row))
+        return NULL;
+    if (op < 0 || op > 2)
+        return PyLong_FromLong(0);
+    static PyObject *absent = NULL; /* rows/compiler.py's ABSENT: a singleton, kept */
+    if (absent == NULL) {
+        PyObject *compiler = PyImport_ImportModule("binrelay.rows.compiler");
+        if (compiler == NULL)
+            return NULL;
+        absent = PyObject_GetAttrString(compiler, "ABSENT");
+        Py_DECREF(compiler);
+        if (absent == NULL)
+            return NULL;
+    }
+    PyObject *items = PySequence_Fast(images, "images must be a sequence");
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(items), i;
+    PyObject **pairs = PySequence_Fast_ITEMS(items);
+    for (i = 0; i < n; i++) {
+        PyObject *pair = pairs[i];
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
+            break;
+        PyObject *before = PyTuple_GET_ITEM(pair, 0), *after = PyTuple_GET_ITEM(pair, 1);
+        PyObject *ka = NULL, *kb = NULL;
+        int r;
+        if (op == 2) {
+            r = plain_key(before, key, &kb);
+        } else {
+            if (!PyTuple_CheckExact(after))
+                break;
+            Py_ssize_t width = PyTuple_GET_SIZE(after), c;
+            for (c = 0; c < width && PyTuple_GET_ITEM(after, c) != absent; c++)
+                ;
+            if (c < width)
+                break;
+            r = plain_key(after, key, &ka);
+            if (r == 1 && op == 1) {
+                r = plain_key(before, key, &kb);
+                if (r != 1)
+                    Py_CLEAR(ka);
+            }
+        }
+        if (r < 0)
+            goto error;
+        if (r == 0)
+            break;
+        PyObject *number = PyLong_FromSsize_t(row + i);
+        PyObject *position = number ? PyTuple_Pack(4, seq, file_no, offset, number) : NULL;
+        Py_XDECREF(number);
+        int rc = position == NULL ? -1 : 0;
+        if (rc == 0 && kb != NULL) {
+            int moved = ka == NULL ? 1 : PyObject_RichCompareBool(ka, kb, Py_NE);
+            rc = moved < 0 ? -1 : moved ? record_last(last, kb, position, Py_None) : 0;
+        }
+        if (rc == 0 && ka != NULL)
+            rc = record_last(last, ka, position, after);
+        Py_XDECREF(position);
+        Py_XDECREF(ka);
+        Py_XDECREF(kb);
+        if (rc < 0)
+            goto error;
+    }
+    Py_DECREF(items);
+    return PyLong_FromSsize_t(i);
+error:
+    Py_DECREF(items);
+    return NULL;
+}
+
 /* ---- the keyed path's multi-row statements (apply/sql.py's render_rows_python is the
  * specification): rows rendered as SQL literals exactly as PyMySQL escapes parameters on a
  * session with backslash escapes, without a Python string per value.
@@ -1536,6 +1657,8 @@ static PyMethodDef methods[] = {
     {"crc32", py_crc32, METH_VARARGS, "CRC32 (IEEE), as zlib.crc32(data)."},
     {"image_tuples", image_tuples, METH_VARARGS,
      "A rows event's (before, after) images as the row decoders make them, or None."},
+    {"fold_images", fold_images, METH_VARARGS,
+     "The read tasks' compaction loop (spark/compact.py's fold_images_python)."},
     {"render_rows", render_rows, METH_VARARGS,
      "Rows as SQL literals for a multi-row statement (apply/sql.py's render_rows_python)."},
     {"json_rows", (PyCFunction)(void (*)(void))json_rows, METH_FASTCALL,

@@ -21,7 +21,8 @@ from binrelay.rows.compiler import ABSENT, JsonTree
 from binrelay.rows.tablemap import TableMap
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
-_OP_CODES = {INSERT: 0, UPDATE: 1, DELETE: 2}  # as _speedups.image_tuples reads them
+#: Ops as ``_speedups``' C functions take them (``image_tuples``, ``fold_images``).
+OP_CODES = {INSERT: 0, UPDATE: 1, DELETE: 2}
 
 try:
     from binrelay._speedups import image_tuples as image_tuples_c
@@ -154,7 +155,7 @@ def row_images(table: TableMap, op: str, partial: bool, b: bytes, p: int, end: i
     if plan is not None and image_tuples_c is not None:
         plan_after = None if second is None else getattr(second, "plan", None)
         if op != UPDATE or plan_after is not None:
-            images = image_tuples_c(b, p, end, _OP_CODES[op], plan, plan_after)
+            images = image_tuples_c(b, p, end, OP_CODES[op], plan, plan_after)
             if images is not None:
                 return images
     out: list[tuple[Any, Any]] = []

@@ -47,7 +47,7 @@ from binrelay.apply.plan import (
 )
 from binrelay.errors import BinlogFormatError, ChangeError
 from binrelay.position import SubdirName, binlog_sort_key
-from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, row_images
+from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, OP_CODES, row_images
 from binrelay.rows.scanner import row_error
 from binrelay.spark.changes import image_params, to_param
 from binrelay.spark.decode import iter_segment_runs, numbered_changes
@@ -65,6 +65,8 @@ class _Table:
     shape: Shape
     convert: Any  # image -> SQL parameters
     keyof: Any  # image -> key values as SQL parameters (see _key_function)
+    #: The key's columns, as indexes into the decoded image (``fold_images``).
+    key_index: tuple[int, ...] = ()
     #: key values -> (position, image or None): the last operation on each key.
     last: dict[tuple[Any, ...], tuple[tuple[int, ...], Any]] = field(default_factory=dict)
     reason: str | None = None
@@ -112,6 +114,59 @@ def _key_function(key: tuple[int, ...], columns: Any) -> Any:
     return many
 
 
+_INSERT_CODE, _UPDATE_CODE, _DELETE_CODE = OP_CODES[INSERT], OP_CODES[UPDATE], OP_CODES[DELETE]
+
+
+def _plain_key(image: tuple[Any, ...], key: tuple[int, ...]) -> tuple[Any, ...] | None:
+    values = tuple([image[i] for i in key])
+    for v in values:
+        if type(v) not in _PLAIN:
+            return None
+    return values
+
+
+def fold_images_python(last: dict[tuple[Any, ...], Any], images: list[tuple[Any, Any]],
+                       op: int, key: tuple[int, ...], seq: int, file_no: int, offset: int,
+                       row: int) -> int:
+    """The compaction loop's common case (``_speedups.fold_images`` runs it in C): each
+    image's key, its last operation recorded in ``last`` as :func:`compact_segment` does,
+    for the images of one rows event (``op`` an ``OP_CODES`` value, ``key`` the key's
+    indexes into the decoded image, ``row`` the first image's row number).  Returns how
+    many it took; it stops, leaving ``last`` as it was for that image, at the first whose
+    key values are not all ``int``, ``str`` or ``bytes`` (NULL, ABSENT, other types: the
+    caller converts them) or whose after image lacks a column (ABSENT: a partial image)."""
+    for i, (before, after) in enumerate(images):
+        if op == _DELETE_CODE:
+            kb = _plain_key(before, key)
+            if kb is None:
+                return i
+            last[kb] = ((seq, file_no, offset, row + i), None)
+            continue
+        for v in after:
+            if v is ABSENT:
+                return i
+        ka = _plain_key(after, key)
+        if ka is None:
+            return i
+        position = (seq, file_no, offset, row + i)
+        if op == _UPDATE_CODE:
+            kb = _plain_key(before, key)
+            if kb is None:
+                return i
+            if ka != kb:
+                last[kb] = (position, None)
+        last[ka] = (position, after)
+    return len(images)
+
+
+try:
+    from binrelay._speedups import fold_images as fold_images_c
+except ImportError:  # pragma: no cover - dev/setup builds it
+    fold_images_c = None
+
+fold_images = fold_images_c or fold_images_python
+
+
 def _bad_key(table: _Table, position: tuple[int, ...]) -> ChangeError:
     return ChangeError("a key column is NULL or missing from the row image",
                        table=str(table.shape[0]), position=position)
@@ -144,9 +199,13 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
                     raw.append(Change(ref, op, columns, key, convert(before), convert(after),
                                       (seq, file_no, offset, i, 0), fk, **traits))
             continue  # a late reason: re-read below
-        keyof = table.keyof
         last = table.last
-        for i, (before, after) in enumerate(images, row):
+        done = fold_images(last, images, OP_CODES[op], table.key_index, seq, file_no,
+                           offset, row)
+        if done == len(images):
+            continue
+        keyof = table.keyof
+        for i, (before, after) in enumerate(images[done:], row + done):
             position = (seq, file_no, offset, i)
             if op == INSERT:
                 if ABSENT in after:
@@ -213,8 +272,8 @@ def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules) -> 
     table = by_ref.get(ref)
     if table is None:
         # keyof reads the decoded image, so it keeps the table map's key indexes.
-        table = _Table(shape, convert, _key_function(tuple(tm.primary_key), tm.columns),
-                       traits=traits)
+        key = tuple(tm.primary_key)
+        table = _Table(shape, convert, _key_function(key, tm.columns), key, traits=traits)
         group = rules.group_of(ref)
         if group is not None:
             table.reason, table.route = FK_LINKED, group
