@@ -84,45 +84,32 @@ _STATIC = frozenset({NO_KEY, FK_LINKED, VERSIONED})
 _PLAIN = frozenset((int, str, bytes))
 
 
-def _key_function(key: tuple[int, ...], columns: Any) -> Any:
-    """``image -> key values`` as SQL parameters, or None when a key column is NULL or
-    absent (the row cannot be identified).  Built once per table: it runs twice per update
-    of a catch-up."""
-
-    def slow(image: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        values = tuple(image[i] for i in key)
-        if any(v is None or v is ABSENT for v in values):
-            return None
-        return tuple(to_param(image[i], columns[i]) for i in key)
-
-    if len(key) == 1:
-        (only,) = key
-
-        def one(image: tuple[Any, ...]) -> tuple[Any, ...] | None:
-            v = image[only]
-            return (v,) if type(v) in _PLAIN else slow(image)
-
-        return one
-
-    def many(image: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        values = tuple([image[i] for i in key])
-        for v in values:
-            if type(v) not in _PLAIN:
-                return slow(image)
-        return values
-
-    return many
-
-
-_INSERT_CODE, _UPDATE_CODE, _DELETE_CODE = OP_CODES[INSERT], OP_CODES[UPDATE], OP_CODES[DELETE]
-
-
 def _plain_key(image: tuple[Any, ...], key: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """The key's values when they are all ``int``, ``str`` or ``bytes`` (SQL parameters as
+    they are), else None."""
     values = tuple([image[i] for i in key])
     for v in values:
         if type(v) not in _PLAIN:
             return None
     return values
+
+
+def _key_function(key: tuple[int, ...], columns: Any) -> Any:
+    """``image -> key values`` as SQL parameters, or None when a key column is NULL or
+    absent (the row cannot be identified).  For the images :func:`fold_images` leaves."""
+
+    def keyof(image: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        values = _plain_key(image, key)
+        if values is not None:
+            return values
+        if any(image[i] is None or image[i] is ABSENT for i in key):
+            return None
+        return tuple(to_param(image[i], columns[i]) for i in key)
+
+    return keyof
+
+
+_UPDATE_CODE, _DELETE_CODE = OP_CODES[UPDATE], OP_CODES[DELETE]
 
 
 def fold_images_python(last: dict[tuple[Any, ...], Any], images: list[tuple[Any, Any]],
