@@ -2,8 +2,9 @@
 
 The writer announces progress by replacing ``relay.meta`` (a rename into the subdir) and new
 subdirs by replacing ``server-uuid.index`` (a rename into the relay dir).  On Linux the waiter
-sleeps on inotify for exactly those renames; elsewhere it polls modification times.  Either
-way ``wait`` may return early (spurious wake-ups are harmless: callers re-read the meta).
+sleeps on inotify for those renames (a writer's temporary files wake nobody); elsewhere it
+polls modification times.  Either way ``wait`` may return early (spurious wake-ups are
+harmless: callers re-read the meta).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from binrelay.relay.layout import INDEX_FILENAME, META_FILENAME
 
@@ -67,12 +69,15 @@ class ChangeWaiter:
 
     def wait(self, timeout: float) -> None:
         """Block until something may have changed, or ``timeout`` seconds."""
-        if self._inotify is not None and not self._stamps:
-            self._inotify.read(timeout=int(timeout * 1000))
-            return
         deadline = time.monotonic() + timeout
+        if self._inotify is not None and not self._stamps:
+            while True:
+                left = max(0, int((deadline - time.monotonic()) * 1000))
+                events = self._inotify.read(timeout=left)
+                if not events or not left or _announces(events):
+                    return  # the timeout, or news
         while time.monotonic() < deadline:
-            if self._inotify is not None and self._inotify.read(timeout=0):
+            if self._inotify is not None and _announces(self._inotify.read(timeout=0)):
                 return
             for directory, old in list(self._stamps.items()):
                 new = self._stamp(directory)
@@ -85,3 +90,12 @@ class ChangeWaiter:
         if self._inotify is not None:
             self._inotify.close()
             self._inotify = None
+
+
+def _announces(events: list[Any]) -> bool:
+    """Whether inotify ``events`` may announce progress: any but those of a writer's
+    temporary file (``layout.write_atomic``'s ``.relay.meta.tmp``: created, written and
+    closed before the rename that announces it; waking for those made a streaming sync read
+    the relay dir once more per relay.meta write, to find nothing new).  A nameless event (the
+    watched directory itself; an overflowed queue) announces."""
+    return any(not event.name.startswith(".") for event in events)
