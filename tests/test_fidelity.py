@@ -10,8 +10,11 @@ and a strict global ``sql_mode`` downstream.
 
 from __future__ import annotations
 
+import contextlib
+import random
 from pathlib import Path
 
+import pymysql
 import pytest
 
 import binrelay.spark.sync as sync_module
@@ -528,10 +531,135 @@ def test_sequences(env: Env, spark) -> None:
         env.upstream.scalar("SELECT next_not_cached_value FROM app.s")
 
 
+COLLATED_KEYS = [
+    SCHEMA,
+    # Keys the server compares by collation: case, accents and trailing spaces collide.
+    "CREATE TABLE app.ci (k VARCHAR(10) PRIMARY KEY, v INT)"
+    " CHARSET utf8mb4 COLLATE utf8mb4_general_ci",
+    "INSERT INTO app.ci VALUES ('a', 1)",
+    "UPDATE app.ci SET k = 'A' WHERE k = 'a'",
+    "INSERT INTO app.ci VALUES ('x', 1)",
+    "DELETE FROM app.ci WHERE k = 'x'",
+    "INSERT INTO app.ci VALUES ('X ', 2)",
+    "INSERT INTO app.ci VALUES ('m', 1)",
+    "UPDATE app.ci SET k = 'n' WHERE k = 'm'",
+    "INSERT INTO app.ci VALUES ('M', 2)",
+    "INSERT INTO app.ci VALUES ('é', 3)",
+    "DELETE FROM app.ci WHERE k = 'é'",
+    "INSERT INTO app.ci VALUES ('E', 4)",
+    "CREATE TABLE app.cu (id INT PRIMARY KEY, u VARCHAR(10) UNIQUE) COLLATE latin1_swedish_ci",
+    "INSERT INTO app.cu VALUES (1, 'a')",
+    "UPDATE app.cu SET u = 'b' WHERE id = 1",
+    "INSERT INTO app.cu VALUES (2, 'A')",
+    "UPDATE app.cu SET u = 'c' WHERE id = 2",
+    "UPDATE app.cu SET u = 'A ' WHERE id = 1",
+]
+
+
+def test_collated_keys(env: Env, spark) -> None:
+    converge(env, spark, COLLATED_KEYS)
+
+
+ODD_KEYS = [
+    SCHEMA,
+    "CREATE TABLE app.f (k FLOAT PRIMARY KEY, v INT)",
+    "INSERT INTO app.f VALUES (0.1, 1), (1e30, 2), (-3.25, 3)",
+    "UPDATE app.f SET v = 9 WHERE k > 0",
+    "DELETE FROM app.f WHERE k < 0",
+    "CREATE TABLE app.d (k DECIMAL(20,6) PRIMARY KEY, b BIT(5), e ENUM('x','y','z'), v INT)",
+    "INSERT INTO app.d VALUES (1.5, b'10101', 'y', 1), (-0.000001, b'0', 'x', 2)",
+    "UPDATE app.d SET v = v + 1",
+    "DELETE FROM app.d WHERE k = 1.5",
+    "CREATE TABLE app.bk (k BINARY(4) PRIMARY KEY, e ENUM('p','q') NOT NULL, v INT,"
+    " UNIQUE (e, v))",
+    "INSERT INTO app.bk VALUES (x'61000000', 'p', 1), (x'61000001', 'q', 2)",
+    "UPDATE app.bk SET v = 5 WHERE k = x'61000000'",
+    "DELETE FROM app.bk WHERE k = 'a'",
+    "CREATE TABLE app.bitk (k BIT(10) PRIMARY KEY, v INT)",
+    "INSERT INTO app.bitk VALUES (b'1', 1), (b'1111111111', 2)",
+    "UPDATE app.bitk SET v = 3 WHERE k = 1",
+    "CREATE TABLE app.ek (k ENUM('a','b','c') PRIMARY KEY, s SET('u','v'), v INT)",
+    "INSERT INTO app.ek VALUES ('b', 'u,v', 1), ('c', '', 2)",
+    "UPDATE app.ek SET k = 'a' WHERE k = 'b'",
+]
+
+
+def test_keys_of_float_decimal_binary_bit_and_enum_columns(env: Env, spark) -> None:
+    converge(env, spark, ODD_KEYS)
+
+
+UNKEYED_PARTITIONED_INVISIBLE = [
+    SCHEMA,
+    "CREATE TABLE app.np (a INT, b VARCHAR(5), c INT NULL)",
+    "INSERT INTO app.np VALUES (1, 'x', NULL), (1, 'x', NULL), (2, 'y', 3)",
+    "UPDATE app.np SET c = 7 WHERE a = 1 LIMIT 1",
+    "DELETE FROM app.np WHERE a = 1 AND c IS NULL",
+    "INSERT INTO app.np VALUES (1, 'x', NULL)",
+    "CREATE TABLE app.nu (id INT NULL, u INT NULL, UNIQUE KEY (u))",
+    "INSERT INTO app.nu VALUES (1, NULL), (2, NULL), (3, 3)",
+    "UPDATE app.nu SET u = 4 WHERE id = 1",
+    "UPDATE app.nu SET u = NULL WHERE id = 3",
+    "CREATE TABLE app.p (id INT, r INT, v INT, PRIMARY KEY (id, r)) PARTITION BY RANGE (r)"
+    " (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (20),"
+    " PARTITION p2 VALUES LESS THAN MAXVALUE)",
+    "INSERT INTO app.p VALUES (1, 5, 1), (2, 15, 2), (3, 25, 3)",
+    "UPDATE app.p SET r = 16 WHERE id = 1",
+    "ALTER TABLE app.p TRUNCATE PARTITION p2",
+    "INSERT INTO app.p VALUES (4, 30, 4)",
+    "ALTER TABLE app.p DROP PARTITION p0",
+    "INSERT INTO app.p VALUES (5, 12, 5)",
+    "CREATE TABLE app.inv (id INT PRIMARY KEY, h INT INVISIBLE DEFAULT 5, v INT)",
+    "INSERT INTO app.inv (id, h, v) VALUES (1, 9, 1)",
+    "INSERT INTO app.inv VALUES (2, 2)",
+    "UPDATE app.inv SET h = 3 WHERE id = 2",
+    "ALTER TABLE app.inv ADD COLUMN w INT INVISIBLE",
+    "UPDATE app.inv SET w = 1",
+]
+
+
+def test_unkeyed_partitioned_and_invisible(env: Env, spark) -> None:
+    converge(env, spark, UNKEYED_PARTITIONED_INVISIBLE)
+
+
+SESSION_TYPES_AND_MULTI_TABLE = [
+    SCHEMA,
+    "CREATE TABLE app.t (id INT AUTO_INCREMENT PRIMARY KEY, ts TIMESTAMP(3) NULL,"
+    " dt DATETIME NULL, j JSON, y YEAR)",
+    "SET time_zone = '+05:00'",
+    "INSERT INTO app.t (ts, dt, j, y) VALUES ('2026-03-01 01:02:03.456', '2026-03-01 01:02:03',"
+    " '{\"a\": [1, 2]}', 2026)",
+    "SET time_zone = 'SYSTEM'",
+    "INSERT INTO app.t (ts, dt, j, y) VALUES ('1970-01-01 05:00:01', NULL,"
+    " JSON_OBJECT('k', 'é'), 70)",
+    "UPDATE app.t SET j = JSON_SET(j, '$.b', 1) WHERE id = 1",
+    "INSERT INTO app.t VALUES (0, NULL, NULL, NULL, NULL)",
+    "CREATE TABLE app.dup (id INT PRIMARY KEY, n INT, UNIQUE KEY (n))",
+    "INSERT INTO app.dup VALUES (1, 1), (2, 2)",
+    "INSERT INTO app.dup VALUES (3, 1) ON DUPLICATE KEY UPDATE n = 10",
+    "REPLACE INTO app.dup VALUES (4, 2)",
+    "CREATE TABLE app.m1 (id INT PRIMARY KEY, v INT)",
+    "CREATE TABLE app.m2 (id INT PRIMARY KEY, w INT)",
+    "INSERT INTO app.m1 VALUES (1, 1), (2, 2), (3, 3)",
+    "INSERT INTO app.m2 VALUES (1, 10), (2, 20)",
+    "UPDATE app.m1 JOIN app.m2 USING (id) SET v = w, w = w + 1",
+    "DELETE app.m1, app.m2 FROM app.m1 JOIN app.m2 USING (id) WHERE m1.id = 1",
+    "TRUNCATE app.m2",
+    "INSERT INTO app.m2 VALUES (7, 7)",
+    "CREATE TEMPORARY TABLE app.tmp (id INT)",
+    "INSERT INTO app.tmp VALUES (1), (2)",
+    "INSERT INTO app.m1 SELECT id + 100, id FROM app.tmp",
+    "DROP TEMPORARY TABLE app.tmp",
+]
+
+
+def test_time_zones_json_upserts_and_multi_table_statements(env: Env, spark) -> None:
+    converge(env, spark, SESSION_TYPES_AND_MULTI_TABLE)
+
+
 @pytest.mark.parametrize("steps", [FOREIGN_KEYS, TRIGGERS, GENERATED, UNIQUE_SWAPS, VERSIONED,
-                                   SEQUENCES],
+                                   SEQUENCES, COLLATED_KEYS, ODD_KEYS],
                          ids=["foreign-keys", "triggers", "generated", "unique-swaps",
-                              "versioned", "sequences"])
+                              "versioned", "sequences", "collated-keys", "odd-keys"])
 def test_the_drivers_own_apply(mariadb_factory, tmp_path: Path, spark, steps,
                                monkeypatch) -> None:
     """Small batches applied by the driver with Spark up (``driver-batch-bytes``), each in
@@ -562,10 +690,12 @@ def test_strict_mode(mariadb_factory, tmp_path: Path, spark, steps) -> None:
 
 @pytest.mark.parametrize("steps", [FOREIGN_KEYS, TRIGGERS, GENERATED, STATEMENTS, DDL_CONTEXT,
                                    CREATE_SELECT, STORED_AS_IS, XA, UNIQUE_SWAPS, VERSIONED,
-                                   SEQUENCES],
+                                   SEQUENCES, COLLATED_KEYS, UNKEYED_PARTITIONED_INVISIBLE,
+                                   SESSION_TYPES_AND_MULTI_TABLE],
                          ids=["foreign-keys", "triggers", "generated", "statements",
                               "ddl-context", "create-select", "stored-as-is", "xa",
-                              "unique-swaps", "versioned", "sequences"])
+                              "unique-swaps", "versioned", "sequences", "collated-keys",
+                              "unkeyed-partitioned-invisible", "session-types"])
 def test_every_batch_replayed_after_a_crash(mariadb_factory, tmp_path: Path, spark, steps,
                                             monkeypatch) -> None:
     """Each case as a replay: every batch dies once between its data and its checkpoint,
@@ -576,4 +706,49 @@ def test_every_batch_replayed_after_a_crash(mariadb_factory, tmp_path: Path, spa
     # (A run of DDL is one batch with the rows between and after them: most cases are the
     # binlog's header and that run, whose replay skips the rows committed with a DDL.)
     assert sync_with_crashes(env, spark, monkeypatch) >= 2
+    assert_converged(env)
+
+
+def test_collated_keys_under_a_random_workload(env: Env, spark) -> None:
+    """3,000 transactions of three sessions over keys a collation folds ('a', 'A', 'a '):
+    inserts, key and unique-value moves, deletes by the folded value; many batches, each
+    over several partitions."""
+    rnd = random.Random(1)
+    env.run([SCHEMA,
+             "CREATE TABLE app.r (id INT PRIMARY KEY, u VARCHAR(8) COLLATE utf8mb4_general_ci,"
+             " k VARCHAR(8) COLLATE utf8mb4_general_ci NOT NULL, pad VARCHAR(200),"
+             " UNIQUE KEY (u))",
+             "CREATE TABLE app.s (k VARCHAR(6) COLLATE latin1_swedish_ci PRIMARY KEY, v INT,"
+             " pad VARCHAR(200))"])
+
+    def word() -> str:
+        return "".join(rnd.choice("aAbBcCdDeE") for _ in range(rnd.randint(1, 2))) \
+            + rnd.choice(["", " ", "  "])
+
+    statements = [
+        lambda i: ("INSERT INTO app.r VALUES (%s, %s, %s, %s)",
+                   (rnd.randrange(60), word(), word(), "p" * rnd.randrange(200))),
+        lambda i: ("UPDATE app.r SET u = %s WHERE id = %s", (word(), rnd.randrange(60))),
+        lambda i: ("UPDATE app.r SET id = %s WHERE id = %s",
+                   (rnd.randrange(60), rnd.randrange(60))),
+        lambda i: ("DELETE FROM app.r WHERE u = %s", (word(),)),
+        lambda i: ("REPLACE INTO app.s VALUES (%s, %s, %s)",
+                   (word(), i, "q" * rnd.randrange(200))),
+        lambda i: ("UPDATE app.s SET k = %s WHERE k = %s", (word(), word())),
+        lambda i: ("DELETE FROM app.s WHERE k = %s", (word(),)),
+    ]
+    weights = [30, 15, 10, 10, 15, 10, 10]
+    sessions = [env.session(i) for i in range(3)]
+    for conn in sessions:
+        conn.autocommit(False)
+    for i in range(3000):
+        conn = rnd.choice(sessions)
+        with conn.cursor() as cur:
+            for _ in range(rnd.randint(1, 4)):
+                sql, args = rnd.choices(statements, weights)[0](i)
+                with contextlib.suppress(pymysql.err.IntegrityError):
+                    cur.execute(sql, args)  # a duplicate the collation sees: skipped
+        conn.commit()
+    env.relay()
+    env.sync(spark)
     assert_converged(env)
