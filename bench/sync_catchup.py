@@ -109,10 +109,14 @@ _APPLIED = re.compile(r"applied (\d+) batch\(es\): (\d+) row change\(s\), (\d+) 
                       r" statement\(s\) in ([\d.]+) s")
 #: ``ts=2026-11-22T09:32:01.070Z level=info logger=binrelay.spark.sync msg="batch applied"
 #: ... start="mysql-bin|000001.000001:15316959 (0-1.000001)" end="mysql-bin|000001.000001:19511096
-#: (0-1.000001)" ...`` (positions in their text form): when (UTC), the start and end offsets.
+#: (0-1.000001)" ... seconds=0.25 ... cpu_seconds=0.03 cpu_wait_seconds=0.19`` (positions in
+#: their text form): when (UTC), the start and end offsets, the batch's seconds and its
+#: driver thread's CPU and wait for a CPU (absent from older logs).
 _BATCH_LINE = re.compile(r"^ts=(\S+)Z level=info logger=binrelay\.spark\.sync"
                          r' msg="batch applied" .*? start="[^"]*?:(\d+) \([^)"]*\)"'
-                         r' end="[^"]*?:(\d+) \([^)"]*\)"', re.MULTILINE)
+                         r' end="[^"]*?:(\d+) \([^)"]*\)"[^\n]*? seconds=([\d.]+)'
+                         r'(?:[^\n]*? cpu_seconds=([\d.]+))?(?: cpu_wait_seconds=([\d.]+))?',
+                         re.MULTILINE)
 _SPARK_UP = re.compile(r'^ts=(\S+)Z level=info logger=binrelay\.spark\.sync'
                        r' msg="spark driver started"', re.MULTILINE)
 _VERBOSE = re.compile(rb"^### (INSERT INTO|UPDATE|DELETE FROM) |^#\d{6} .*\tGTID ",
@@ -417,12 +421,19 @@ class BatchLine:
     at: float  #: epoch seconds of the log line
     start: int
     end: int  #: offsets (bytes, when both are in one file: end - start)
+    seconds: float = 0.0  #: the batch's own time
+    #: the sync's driver thread: its CPU seconds in the batch, and its wait for a CPU
+    #: (None: a log without them)
+    cpu: float | None = None
+    cpu_wait: float | None = None
 
 
 def batch_lines(text: str) -> list[BatchLine]:
     """The ``batch applied`` lines of a ``binrelay sync`` log."""
     return [BatchLine(dt.datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S.%f")
-                      .replace(tzinfo=dt.UTC).timestamp(), int(m[2]), int(m[3]))
+                      .replace(tzinfo=dt.UTC).timestamp(), int(m[2]), int(m[3]), float(m[4]),
+                      None if m[5] is None else float(m[5]),
+                      None if m[6] is None else float(m[6]))
             for m in _BATCH_LINE.finditer(text)]
 
 

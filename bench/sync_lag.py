@@ -475,6 +475,25 @@ def _judged(phases: list[Phase]) -> Phase:
                 next(ph for ph in first_rate if "binrelay" in ph.lags))
 
 
+#: A batch this slow holds the heartbeats behind it past the goal's half.
+SLOW_BATCH = 0.1
+
+
+def _slow_batches(batches: list[BatchLine]) -> str:
+    """What the batches of at least SLOW_BATCH seconds spent: the sync's driver thread on a
+    CPU, and runnable but waiting for one (the kernel's run-queue wait; both from the log
+    lines).  Mostly waiting: the host had no CPU for it; mostly running: its own work."""
+    slow = [b for b in batches if b.seconds >= SLOW_BATCH and b.cpu is not None
+            and b.cpu_wait is not None]
+    if not slow:
+        return ""
+    wall = sum(b.seconds for b in slow)
+    cpu = sum(b.cpu or 0.0 for b in slow)
+    waited = sum(b.cpu_wait or 0.0 for b in slow)
+    return (f"; {len(slow)} batches took ≥ {SLOW_BATCH} s ({wall:.1f} s in all), in which the"
+            f" driver thread ran {cpu:.1f} s and waited {waited:.1f} s for a CPU")
+
+
 def report(args: argparse.Namespace, facts: dict[str, str], phases: list[Phase]) -> str:
     main_phase = _judged(phases)
     ours_p99 = pct(main_phase.lags["binrelay"], 99)
@@ -509,7 +528,7 @@ def report(args: argparse.Namespace, facts: dict[str, str], phases: list[Phase])
                 f" {len(ph.batches)} batches committed, one every {pct(gaps, 50):.2f} s"
                 f" (median; max {max(gaps):.2f} s), {pct(sizes, 50) / MIB:.2f} MiB of relay"
                 f" each (median; max {max(sizes) / MIB:.2f} MiB); probe round trip (median)"
-                f" {ph.probe_rtt_ms:.1f} ms")
+                f" {ph.probe_rtt_ms:.1f} ms{_slow_batches(ph.batches)}")
     cpu_notes = []
     for ph in phases:
         if ph.cpu:

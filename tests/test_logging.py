@@ -134,6 +134,9 @@ def test_no_password_in_relay_sync_or_status_output(mariadb_factory, tmp_path: P
     assert ours and all(LINE.fullmatch(line) for line in ours), ours
     batches = [line for line in outputs["sync"].splitlines() if 'msg="batch applied"' in line]
     assert batches and all(LINE.fullmatch(line) and " rows=" in line for line in batches)
+    # The driver thread's CPU and its wait for one: a slow batch on a busy host tells.
+    assert all(re.search(r" cpu_seconds=\d+\.?\d* cpu_wait_seconds=\d+\.?\d*( |$)", line)
+               for line in batches), batches
     assert any("logger=binrelay.relay.service" in line for line in ours)
 
 

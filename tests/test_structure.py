@@ -16,7 +16,8 @@ ROOT = Path(binrelay.__file__).resolve().parent
 
 #: Lower layers first; a module imports only from layers below its own (or its package).
 LAYERS: list[set[str]] = [
-    {"__init__", "_speedups", "errors", "failpoints", "logfmt", "sqlclient"},
+    {"__init__", "_speedups", "errors", "failpoints", "logfmt", "sqlclient",
+     "threadtimes"},
     {"gtid", "position"},
     {"config", "binlog"},
     {"metrics", "rows", "upstream"},

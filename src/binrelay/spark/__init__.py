@@ -3,7 +3,7 @@
 Importing this package does not import pyspark; :func:`build_session` and :func:`register`
 do.
 
-May import: apply, relay, rows, binlog, config, errors, gtid, position.
+May import: apply, relay, rows, binlog, config, errors, gtid, position, threadtimes.
 """
 
 from binrelay.spark.session import build_session, register

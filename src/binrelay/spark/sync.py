@@ -90,6 +90,7 @@ from binrelay.spark.tasks import (
     packed,
 )
 from binrelay.spark.workers import WarmKeeper, warm_up
+from binrelay.threadtimes import thread_times
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -717,6 +718,7 @@ class SyncPipeline:
                relay_end: Position | None = None, replayed: bool = False,
                segments: list[Segment] | None = None, planned_in: float = 0.0) -> None:
         started = time.monotonic()
+        times = thread_times()
         if segments is None:
             segments = plan_partitions(self.relay_dir, start, end,
                                        target_bytes=self.sync.partition_bytes)
@@ -763,12 +765,17 @@ class SyncPipeline:
             ddl=self.stats.ddl - ddl_before,
             relay_bytes=relay_bytes,
             seconds=time.monotonic() - started, replayed=replayed)
+        # The driver thread's CPU, and its wait for a CPU: on a busy host a slow batch of
+        # a streaming sync is mostly the latter (its work is milliseconds).
+        used = thread_times().since(times)
         log.info("batch applied", extra={
             "pipeline": self.name, "batch": batch_id, "kind": report.kind,
             "start": str(start), "end": str(end), "rows": report.changes,
             "ddl": report.ddl, "bytes": report.relay_bytes,
             "seconds": round(report.seconds, 3), "spark_seconds": round(spark_seconds, 3),
-            "plan_seconds": round(planned_in, 3), "replayed": replayed})
+            "plan_seconds": round(planned_in, 3), "replayed": replayed,
+            "cpu_seconds": round(used.cpu, 3),
+            **({} if used.waited is None else {"cpu_wait_seconds": round(used.waited, 3)})})
         for listener in self.listeners:
             listener(report)
 
