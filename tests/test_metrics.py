@@ -139,4 +139,9 @@ def test_sync_metrics_count_batches_rows_and_latency(spark, mariadb_factory,
         first["binrelay_sync_batches_total{kind=dml}"]
     assert second["binrelay_sync_batch_seconds_count"] > first["binrelay_sync_batch_seconds_count"]
     assert second["binrelay_sync_relay_bytes_total"] > first["binrelay_sync_relay_bytes_total"]
+    # The driver thread's time in the batches: some CPU; its wait for one counted (Linux).
+    assert second["binrelay_sync_driver_cpu_seconds_total"] > \
+        first["binrelay_sync_driver_cpu_seconds_total"] > 0
+    assert second["binrelay_sync_driver_cpu_wait_seconds_total"] >= \
+        first["binrelay_sync_driver_cpu_wait_seconds_total"] >= 0
     assert downstream.scalar("SELECT COUNT(*) FROM d.t") == 2

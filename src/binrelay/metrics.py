@@ -100,6 +100,13 @@ class SyncMetrics:
         self.lag = Gauge("binrelay_sync_lag_bytes",
                          "Relay bytes between the checkpoint and the relay's end.",
                          registry=registry)
+        self.cpu = Counter("binrelay_sync_driver_cpu_seconds",
+                           "Seconds the sync's driver thread ran while applying batches.",
+                           registry=registry)
+        self.cpu_wait = Counter(
+            "binrelay_sync_driver_cpu_wait_seconds",
+            "Seconds the sync's driver thread was ready to run but waited for a CPU while"
+            " applying batches (Linux).", registry=registry)
         self.outages = Counter("binrelay_sync_downstream_outages",
                                "Times the downstream was lost and waited for.",
                                registry=registry)
@@ -118,6 +125,9 @@ class SyncMetrics:
         self.ddl.inc(report.ddl)
         self.relay_bytes.inc(report.relay_bytes)
         self.seconds.observe(report.seconds)
+        self.cpu.inc(max(0.0, report.cpu_seconds))
+        if report.cpu_wait_seconds is not None:
+            self.cpu_wait.inc(max(0.0, report.cpu_wait_seconds))
         if self.lag_bytes is not None:
             lag = self.lag_bytes(report)
             if lag is not None:

@@ -135,6 +135,10 @@ class BatchReport:
     seconds: float
     #: Whether this batch replayed one left in flight by a crash.
     replayed: bool = False
+    #: The sync's driver thread during the batch: seconds on a CPU, and seconds it was
+    #: ready to run but waited for one (None: the kernel does not say).
+    cpu_seconds: float = 0.0
+    cpu_wait_seconds: float | None = None
 
     @property
     def changes(self) -> int:
@@ -757,6 +761,7 @@ class SyncPipeline:
                 finish_batch(conn, self.name, batch_id, self.store)
         self._applied_to(end)
         self.stats.batches += 1
+        used = thread_times().since(times)
         report = BatchReport(
             pipeline=self.name, batch_id=batch_id,
             kind="ddl" if self.stats.ddl > ddl_before else (
@@ -764,10 +769,10 @@ class SyncPipeline:
             start=start, end=end, relay_end=relay_end or end, rows_by_op=rows_by_op,
             ddl=self.stats.ddl - ddl_before,
             relay_bytes=relay_bytes,
-            seconds=time.monotonic() - started, replayed=replayed)
-        # The driver thread's CPU, and its wait for a CPU: on a busy host a slow batch of
-        # a streaming sync is mostly the latter (its work is milliseconds).
-        used = thread_times().since(times)
+            seconds=time.monotonic() - started, replayed=replayed,
+            # On a busy host a slow batch of a streaming sync is mostly a wait for a CPU
+            # (its work is milliseconds): the two tell it from a slow downstream.
+            cpu_seconds=used.cpu, cpu_wait_seconds=used.waited)
         log.info("batch applied", extra={
             "pipeline": self.name, "batch": batch_id, "kind": report.kind,
             "start": str(start), "end": str(end), "rows": report.changes,
