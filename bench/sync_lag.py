@@ -488,8 +488,8 @@ def _slow_batches(batches: list[BatchLine]) -> str:
     if not slow:
         return ""
     wall = sum(b.seconds for b in slow)
-    cpu = sum(b.cpu or 0.0 for b in slow)
-    waited = sum(b.cpu_wait or 0.0 for b in slow)
+    cpu = sum(b.cpu for b in slow if b.cpu is not None)
+    waited = sum(b.cpu_wait for b in slow if b.cpu_wait is not None)
     return (f"; {len(slow)} batches took ≥ {SLOW_BATCH} s ({wall:.1f} s in all), in which the"
             f" driver thread ran {cpu:.1f} s and waited {waited:.1f} s for a CPU")
 

@@ -779,8 +779,9 @@ class SyncPipeline:
             "ddl": report.ddl, "bytes": report.relay_bytes,
             "seconds": round(report.seconds, 3), "spark_seconds": round(spark_seconds, 3),
             "plan_seconds": round(planned_in, 3), "replayed": replayed,
-            "cpu_seconds": round(used.cpu, 3),
-            **({} if used.waited is None else {"cpu_wait_seconds": round(used.waited, 3)})})
+            "cpu_seconds": round(report.cpu_seconds, 3),
+            **({} if report.cpu_wait_seconds is None
+               else {"cpu_wait_seconds": round(report.cpu_wait_seconds, 3)})})
         for listener in self.listeners:
             listener(report)
 
