@@ -24,8 +24,12 @@ and commits what it changes itself, except :func:`advance_in_transaction`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
-from collections.abc import Callable
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +48,11 @@ __all__ = [
     "finish_batch",
     "init_checkpoint",
     "mark_in_flight",
+    "pipeline_lock",
     "read_checkpoint",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,3 +376,53 @@ def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
     _write(cur, update.store, update.pipeline, update.after, update.after_gtid_set, True,
            batch_id, None, now=now)
     return True
+
+
+#: How long a sync waits for its pipeline's lock before it stops (a killed sync's session
+#: finishing a long DDL, or another sync of the same pipeline).
+LOCK_WAIT = 300.0
+
+
+def lock_name(pipeline: str, store: CheckpointStore = DEFAULT_STORE) -> str:
+    """The pipeline's lock's name: within the 64 characters a server allows, whatever the
+    pipeline's and the store's names."""
+    digest = hashlib.sha256(f"{store.schema}\0{store.table}\0{pipeline}".encode()).hexdigest()
+    return "binrelay." + digest[:40]
+
+
+@contextlib.contextmanager
+def pipeline_lock(conn: Any, pipeline: str, store: CheckpointStore = DEFAULT_STORE, *,
+                  wait: float = LOCK_WAIT) -> Iterator[None]:
+    """The pipeline's named lock (``GET_LOCK``) on ``conn``, held while a batch is replayed
+    in order on it.  A sync killed in the middle of a script of DDL leaves its session
+    running the rest of the script on the server; that session ends, and lets go of the
+    lock, only once the script has run, so the next sync's replay waits for it rather than
+    run DDL beside it.  Released when the block ends normally; when it raises, the caller
+    closes the connection, which releases it."""
+    name = lock_name(pipeline, store)
+    deadline = time.monotonic() + wait
+    told = False
+    with conn.cursor() as cur:
+        while True:
+            cur.execute("SELECT GET_LOCK(%s, %s)", (name, 1 if told else 0))
+            (got,) = cur.fetchone()
+            if got == 1:
+                break
+            cur.execute("SELECT IS_USED_LOCK(%s)", (name,))
+            (holder,) = cur.fetchone()
+            if time.monotonic() >= deadline:
+                raise CheckpointError(
+                    f"pipeline {pipeline!r}: downstream connection {holder} still holds the"
+                    f" pipeline's lock after {wait:.0f} s (another sync of this pipeline"
+                    " runs, or a killed one's DDL is still running on the downstream)",
+                    hint=f"stop the other sync, or wait for (or KILL) connection {holder}"
+                         " on the downstream; then start the sync again")
+            if not told:
+                told = True
+                log.warning("waiting for the pipeline's lock: downstream connection %s holds"
+                            " it (another sync of this pipeline, or a killed one's DDL still"
+                            " running)", holder, extra={"pipeline": pipeline,
+                                                       "connection": holder})
+    yield
+    with conn.cursor() as cur:
+        cur.execute("DO RELEASE_LOCK(%s)", (name,))

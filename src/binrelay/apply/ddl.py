@@ -21,6 +21,7 @@ from binrelay.apply.ddl_journal import (
     catalog_print,
     decide,
     earlier_catalog_print,
+    ends_alone,
     evident,
 )
 from binrelay.apply.downstream import (
@@ -53,18 +54,26 @@ log = logging.getLogger(__name__)
 
 
 class LeftContext:
-    """The reset a driver's connection owes after a DDL ran in its upstream context: the
-    next DDL's script leads with it (a round trip per DDL saved); anything else run on the
-    connection must :meth:`settle` it first."""
+    """What a driver's connection owes before anything else runs on it: the reset after a
+    DDL ran in its upstream context (the next DDL's script leads with it, a round trip per
+    DDL saved), and, with ``ahead``, the DDL sent ahead (:class:`DdlsAhead`).  Anything
+    else run on the connection must :meth:`settle` it first."""
 
-    def __init__(self) -> None:
+    def __init__(self, ahead: int = 0) -> None:
         self.pending: list[str] = []
+        self.ahead = DdlsAhead(ahead) if ahead > 0 else None
 
     def take(self) -> list[str]:
         pending, self.pending = self.pending, []
         return pending
 
+    def finish(self, conn: Any) -> None:
+        """The DDL sent ahead run and their answers read; the owed reset still owed."""
+        if self.ahead is not None:
+            self.ahead.finish(conn)
+
     def settle(self, conn: Any) -> None:
+        self.finish(conn)
         if self.pending:
             with conn.cursor() as cur:
                 for sql in self.take():
@@ -103,9 +112,20 @@ def apply_ddl(
 
     ``left``: the reset the connection owes; this DDL's script leads with it and leaves
     the connection owing its own (the caller settles it before anything else).  Without
-    it the session is reset here.
+    it the session is reset here.  With its ``ahead``, an evident DDL of a batch not
+    replayed is sent ahead (:class:`DdlsAhead`): applied True then means "sent"; a failure
+    raises when its answer is read.
     """
     left = left if left is not None and runs_scripts(conn) else None
+    if left is not None and left.ahead is not None and journal is not None \
+            and position is not None and _goes_ahead(journal, schema, statement, raw):
+        entry = journal.begin_sql(position, EVIDENT, statement, ran=0)
+        script = _ddl_script(schema, statement, setup, raw, entry, left.take(), position)
+        left.pending = reset_statements() if script.context else []
+        left.ahead.add(conn, _Ahead(script, journal, replay, conn.encoding))
+        return DdlResult(True, message="sent ahead")
+    if left is not None:
+        left.finish(conn)
     if journal is None or position is None:
         if in_transaction(conn):
             rollback_quietly(conn)  # nothing may ride on the DDL's implicit commit
@@ -130,14 +150,25 @@ def apply_ddl(
         done = _run_ddl(conn, schema, statement, replay=replay, position=position,
                         setup=setup, raw=raw, entry=entry if together else None, left=left)
     except DownstreamError:
-        # The server refused the DDL and undid it: a later run runs it.  On a lost
-        # connection this fails too, the row stays as written, and it decides then.
-        with contextlib.suppress(pymysql.MySQLError), conn.cursor() as cur:
-            journal.refused(cur, position)
-            conn.commit()
+        _refused(conn, journal, position)
         raise
-    failpoints.hit("ddl-applied", key)
+    _applied(position)
     return done
+
+
+def _refused(conn: Any, journal: DdlJournal, position: tuple[int, ...] | None) -> None:
+    """The server refused the DDL and undid it: a later run runs it.  On a lost connection
+    this fails too, the row stays as written, and it decides then."""
+    if position is None:
+        return
+    with contextlib.suppress(pymysql.MySQLError), conn.cursor() as cur:
+        journal.refused(cur, position)
+        conn.commit()
+
+
+def _applied(position: tuple[int, ...] | None) -> None:
+    if position is not None:
+        failpoints.hit("ddl-applied", ".".join(map(str, position)))
 
 
 def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: str,
@@ -196,42 +227,89 @@ def _journal_error(exc: BaseException, statement: str,
     return map_error(exc, f"journaling DDL {snippet(statement)!r}", position=position)
 
 
+@dataclass(frozen=True, slots=True)
+class _DdlScript:
+    """A DDL's script: the owed reset (``lead`` statements), the journal row and its commit
+    (up to ``journaled``), the USE (``use`` statements), the context, the DDL."""
+
+    schema: str | None
+    statement: str
+    position: tuple[int, ...] | None
+    script: list[Query]
+    lead: int
+    journaled: int
+    use: int
+    #: The DDL runs in an upstream context: the session owes a reset after it.
+    context: bool
+
+
+def _ddl_script(schema: str | None, statement: str, setup: Sequence[str], raw: bytes | None,
+                entry: str | None, lead: list[str],
+                position: tuple[int, ...] | None = None) -> _DdlScript:
+    journaled = [*lead, *([entry, "COMMIT"] if entry is not None else ())]
+    use = ["USE " + quote_ident(schema)] if schema else []
+    # The context's own USE is the one above, which a database-level DDL may do without.
+    context = [sql for sql in setup if not sql.upper().startswith("USE ")]
+    return _DdlScript(schema, statement, position,
+                      [*journaled, *use, *context, statement if raw is None else raw],
+                      len(lead), len(journaled), len(use), bool(context))
+
+
 def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
              position: tuple[int, ...] | None, setup: Sequence[str],
              raw: bytes | None, entry: str | None = None,
              left: LeftContext | None = None) -> DdlResult:
     """USE, the context, the DDL: one round trip on a connection that runs scripts, led by
     the reset ``left`` owes and the journal ``entry`` with its commit when given."""
-    kind = ddl_kind(statement)
     # The owed reset first: the journal row's literals are read in the applier's session.
-    lead = left.take() if left is not None else []
-    journaled = [*lead, *([entry, "COMMIT"] if entry is not None else ())]
-    use = ["USE " + quote_ident(schema)] if schema else []
-    # The context's own USE is the one above, which a database-level DDL may do without.
-    context = [sql for sql in setup if not sql.upper().startswith("USE ")]
-    script: list[Query] = [*journaled, *use, *context, statement if raw is None else raw]
-    owed = bool(context or lead)  # the session is in an upstream context until reset
+    script = _ddl_script(schema, statement, setup, raw, entry,
+                         left.take() if left is not None else [], position)
     with conn.cursor() as cur:
         try:
-            try:
-                run_queries(cur, script)
-            except ScriptError as exc:
-                if exc.index < len(lead):
-                    rollback_quietly(conn)
-                    raise map_error(exc.error, "resetting the session after a DDL",
-                                    position=position) from None
-                if exc.index < len(journaled):
-                    rollback_quietly(conn)
-                    raise _journal_error(exc.error, statement, position) from None
-                if exc.index >= len(journaled) + len(use):
-                    raise exc.error from None
-                # A database-level DDL may run where its database is gone (or not yet made).
-                if errno_of(exc.error) != 1049 or kind.name not in ("create database",
-                                                                  "drop database"):
-                    raise _ddl_error(exc.error, schema, statement, position) from None
-                query_rows(cur, script[len(journaled) + len(use):])
+            run_queries(cur, script.script)
+        except ScriptError as exc:
+            return _ddl_failed(conn, cur, script, exc.index, exc.error, replay=replay,
+                               left=left)
+        except BaseException:
+            if script.context or script.lead:
+                _reset(cur)
+            raise
+        if left is not None:
+            left.pending = reset_statements() if script.context else []
+        elif script.context:
+            _reset(cur)
+    if in_transaction(conn):  # a DDL commits by itself; CREATE TEMPORARY TABLE does not
+        conn.commit()
+    return DdlResult(True)
+
+
+def _ddl_failed(conn: Any, cur: Any, script: _DdlScript, index: int, error: BaseException, *,
+                replay: bool, left: LeftContext | None) -> DdlResult:
+    """Statement ``index`` of ``script`` failed with ``error`` (none after it ran): the DDL
+    counted as done (an error a replay may meet) or run without its USE (a database-level
+    DDL where its database is gone), or a DownstreamError raised; the session reset, or
+    owing its reset to ``left``."""
+    kind = ddl_kind(script.statement)
+    schema, statement, position = script.schema, script.statement, script.position
+    owed = bool(script.context or script.lead)  # in an upstream context until reset
+    try:
+        try:
+            if index < script.lead:
+                rollback_quietly(conn)
+                raise map_error(error, "resetting the session after a DDL",
+                                position=position) from None
+            if index < script.journaled:
+                rollback_quietly(conn)
+                raise _journal_error(error, statement, position) from None
+            if index >= script.journaled + script.use:
+                raise error
+            # A database-level DDL may run where its database is gone (or not yet made).
+            if errno_of(error) != 1049 or kind.name not in ("create database",
+                                                          "drop database"):
+                raise _ddl_error(error, schema, statement, position) from None
+            query_rows(cur, script.script[script.journaled + script.use:])
             if left is not None:
-                left.pending = reset_statements() if context else []
+                left.pending = reset_statements() if script.context else []
                 owed = False
         except pymysql.MySQLError as exc:
             if owed:
@@ -241,12 +319,142 @@ def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
                     code != 1146 or _renamed_already(cur, statement, schema)):
                 return DdlResult(False, code, server_message(exc))
             raise _ddl_error(exc, schema, statement, position) from None
-        finally:
-            if owed:
-                _reset(cur)
-    if in_transaction(conn):  # a DDL commits by itself; CREATE TEMPORARY TABLE does not
+    finally:
+        if owed:
+            _reset(cur)
+    if in_transaction(conn):
         conn.commit()
     return DdlResult(True)
+
+
+#: Bytes an upstream DDL may have to be sent ahead, and of a script of DDL sent ahead: far
+#: below any server's max_allowed_packet.
+_AHEAD_STATEMENT = 16 * 1024
+_AHEAD_SCRIPT = 64 * 1024
+
+
+def _goes_ahead(journal: DdlJournal, schema: str | None, statement: str,
+                raw: bytes | None) -> bool:
+    """Whether the DDL may be sent ahead: evident (its replay needs no catalog print taken
+    after the DDL before it), in a batch that is not a replay (whose look-ups of the
+    journal need the DDL before done), with no failpoint between its journal row and it,
+    and text that ends where it does in a script that goes on after it."""
+    size = len(raw) if raw is not None else len(statement) * 4
+    return (not journal.replayed and size <= _AHEAD_STATEMENT
+            and not failpoints.armed("ddl-journaled") and evident(statement, schema)
+            and ends_alone(statement))
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    script: _DdlScript
+    journal: DdlJournal
+    replay: bool
+    encoding: str
+
+    @property
+    def packet(self) -> bytes:
+        return b";\n".join(q if isinstance(q, bytes) else str(q).encode(self.encoding)
+                            for q in self.script.script)
+
+
+class DdlsAhead:
+    """Evident DDL of a batch that is not a replay, sent to the downstream up to ``limit``
+    in one script, each exactly as alone (its owed reset, journal row and COMMIT, USE,
+    context, the DDL), while the driver decodes the next ones from the relay: the round
+    trips, and the driver's own work between them, leave the DDL's time.
+
+    The server runs a script's statements in order and stops at the first that fails, so
+    every state a crash can leave is one that DDL sent one at a time leave too: each DDL's
+    journal row committed before it, the DDL done or not, none after a failed one (the
+    replay decides as ever; a killed sync's session may finish its script meanwhile: the
+    pipeline's lock, ``checkpoint.pipeline_lock``, holds the replay until it has).  A DDL
+    that fails is handled as alone (counted as done, or the error raised), and the ones
+    after it in its script are sent again."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._queued: list[_Ahead] = []
+        self._queued_bytes = 0
+        self._flight: list[_Ahead] = []
+        self._cur: Any = None
+        self._answered = 0  # statements of the script in flight answered so far
+
+    def add(self, conn: Any, item: _Ahead) -> None:
+        size = len(item.packet)
+        if self._queued and self._queued_bytes + size > _AHEAD_SCRIPT:
+            self._drain(conn)
+            self._send(conn)
+        self._queued.append(item)
+        self._queued_bytes += size
+        if len(self._queued) >= self.limit:
+            # The script before this one is answered first: one script in flight at a time.
+            self._drain(conn)
+            self._send(conn)
+
+    def finish(self, conn: Any) -> None:
+        """Every DDL sent and answered."""
+        self._drain(conn)
+        while self._queued:
+            self._send(conn)
+            self._drain(conn)
+
+    def _send(self, conn: Any) -> None:
+        if not self._queued:
+            return
+        items, self._queued, self._queued_bytes = self._queued, [], 0
+        self._flight, self._cur, self._answered = items, conn.cursor(), 0
+        try:
+            self._cur.execute(b";\n".join(item.packet for item in items))
+        except pymysql.MySQLError as exc:
+            self._failed(conn, exc)
+            return
+        self._answered = 1
+        self._advance()
+
+    def _drain(self, conn: Any) -> None:
+        if self._cur is None:
+            return
+        try:
+            while self._flight:
+                if not self._cur.nextset():
+                    raise DownstreamError("the downstream answered fewer statements than a"
+                                          " script of DDL sent ahead holds")
+                self._answered += 1
+                self._advance()
+            if self._cur.nextset():
+                raise DownstreamError("the downstream answered more statements than a script"
+                                      " of DDL sent ahead holds", hint="report it: a DDL"
+                                      " sent ahead was read as several statements")
+        except pymysql.MySQLError as exc:
+            self._failed(conn, exc)
+            return
+        self._cur = None
+        if in_transaction(conn):
+            conn.commit()
+
+    def _advance(self) -> None:
+        """The first DDL in flight ran once its script's last statement is answered."""
+        while self._flight and self._answered >= len(self._flight[0].script.script):
+            item = self._flight.pop(0)
+            self._answered -= len(item.script.script)
+            _applied(item.script.position)
+
+    def _failed(self, conn: Any, error: BaseException) -> None:
+        """Statement ``_answered`` of the script in flight failed: the server ran none
+        after it.  Its DDL is handled as alone; the ones after it are sent again."""
+        cur, (item, *rest) = self._cur, self._flight
+        self._cur, self._flight = None, []
+        self._queued[:0] = rest
+        self._queued_bytes += sum(len(other.packet) for other in rest)
+        script = item.script
+        try:
+            _ddl_failed(conn, cur, script, self._answered, error, replay=item.replay,
+                        left=None)
+        except DownstreamError:
+            _refused(conn, item.journal, script.position)
+            raise
+        _applied(script.position)
 
 
 def _reset(cur: Any) -> bool:

@@ -49,6 +49,7 @@ from binrelay.apply.checkpoint import (
     finish_batch,
     init_checkpoint,
     mark_in_flight,
+    pipeline_lock,
     read_checkpoint,
 )
 from binrelay.apply.ddl import LeftContext
@@ -165,6 +166,10 @@ _NARROW_MAX = 16
 #: DDL statements one batch may hold when they follow each other (a migration): one
 #: checkpoint commit for them all, while the checkpoint still moves every this many.
 _DDL_RUN = 64
+#: Evident DDL of such a run sent to the downstream in one script (``ddl.DdlsAhead``), the
+#: next ones decoded while it runs: a killed sync's session may finish one script's worth
+#: after the kill (the next sync waits for it).
+_DDL_AHEAD = 8
 #: Bytes of row transactions such a run takes between its DDL (a trickle of
 #: writes between a migration's statements): applied in relay order on the driver, each
 #: committed with the next DDL's journal row, instead of a batch (and its checkpoint
@@ -822,31 +827,32 @@ class SyncPipeline:
         committed."""
         rows_by_op: dict[str, int] = {}
         committed_to = None
-        left = LeftContext()
+        left = LeftContext(ahead=_DDL_AHEAD)
         headers: Headers = {}
-        if journal.replayed:
-            with conn.cursor() as cur:
-                committed_to = journal.last(cur)
-        for segment in segments:
-            if segment.kind == "xa" and not xa_committed(self.relay_dir, segment):
-                log.info("XA transaction rolled back upstream: not applied",
-                         extra={"xid": segment.xid,
-                                "at": str(segment.position(segment.start))})
-                continue
-            if segment.kind == "dml" and self.rules_stale:
-                # After a DDL of the run; on a connection of its own, as this one may hold
-                # rows that must commit with the next DDL's journal row.
-                with pooled_connection(self.driver_downstream) as other:
-                    self.read_rules(other)
-            where = segment.position(segment.start)
-            at = (where.subdir.seq, binlog_sort_key(where.binlog_name)[1])
-            for end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules,
-                                                       headers):
-                if segment.kind == "dml" and committed_to is not None \
-                        and (*at, end) < committed_to[:3]:
+        with pipeline_lock(conn, self.name, self.store):
+            if journal.replayed:
+                with conn.cursor() as cur:
+                    committed_to = journal.last(cur)
+            for segment in segments:
+                if segment.kind == "xa" and not xa_committed(self.relay_dir, segment):
+                    log.info("XA transaction rolled back upstream: not applied",
+                             extra={"xid": segment.xid,
+                                    "at": str(segment.position(segment.start))})
                     continue
-                self._replay(conn, actions, rows_by_op, journal, left)
-        left.settle(conn)
+                if segment.kind == "dml" and self.rules_stale:
+                    # After a DDL of the run; on a connection of its own, as this one may hold
+                    # rows that must commit with the next DDL's journal row.
+                    with pooled_connection(self.driver_downstream) as other:
+                        self.read_rules(other)
+                where = segment.position(segment.start)
+                at = (where.subdir.seq, binlog_sort_key(where.binlog_name)[1])
+                for end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules,
+                                                           headers):
+                    if segment.kind == "dml" and committed_to is not None \
+                            and (*at, end) < committed_to[:3]:
+                        continue
+                    self._replay(conn, actions, rows_by_op, journal, left)
+            left.settle(conn)
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op
 

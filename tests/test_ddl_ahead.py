@@ -1,0 +1,241 @@
+"""A migration's run of DDL sent ahead (issue 14: a range of DDL in about their own time):
+evident DDL of a batch go to the downstream several in one script, each with its journal
+row, while the driver decodes the next.  Checked against real servers: the run ends as the
+upstream's (definitions and rows); a DDL that fails in the middle of a script is handled
+as alone (counted as done, or the sync stops at it with the ones before it applied); text
+that could run into the next statement is never sent ahead; a sync killed with a script
+still running on the downstream is waited for by the next one (the pipeline's lock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binrelay import failpoints
+from binrelay.apply import ddl as ddl_module
+from binrelay.apply.checkpoint import DEFAULT_STORE, lock_name, pipeline_lock
+from binrelay.apply.ddl_journal import ends_alone
+from binrelay.errors import CheckpointError, DownstreamDdlError
+from fidelity import SimulatedCrash, assert_converged, make_env
+
+
+def definitions(server: Any, schema: str) -> dict[str, str]:
+    names = [n for (n,) in server.execute(
+        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (schema,))]
+    return {n: server.execute(f"SHOW CREATE TABLE `{schema}`.`{n}`")[0][1] for n in names}
+
+
+def assert_same_definitions(env: Any, schema: str = "d") -> None:
+    assert definitions(env.downstream, schema) == definitions(env.upstream, schema)
+
+
+def migration(tables: int) -> list[str]:
+    """Per table what a migration does, one statement after the other."""
+    out = ["CREATE DATABASE d"]
+    for i in range(tables):
+        out += [f"CREATE TABLE d.t{i} (id INT PRIMARY KEY, a INT)",
+                f"ALTER TABLE d.t{i} ADD COLUMN c INT NOT NULL DEFAULT {i}",
+                f"CREATE INDEX a_idx ON d.t{i} (a)",
+                f"RENAME TABLE d.t{i} TO d.r{i}"]
+        if i % 3 == 2:
+            out.append(f"DROP TABLE d.r{i}")  # logged with the server's own comment
+    return out
+
+
+def count_scripts(monkeypatch: Any) -> list[int]:
+    """The number of DDL in each script sent ahead."""
+    sizes: list[int] = []
+    real = ddl_module.DdlsAhead._send
+
+    def send(self: Any, conn: Any) -> None:
+        if self._queued:
+            sizes.append(len(self._queued))
+        real(self, conn)
+
+    monkeypatch.setattr(ddl_module.DdlsAhead, "_send", send)
+    return sizes
+
+
+def test_a_migration_goes_ahead_and_ends_as_upstream(mariadb_factory, tmp_path: Path, spark,
+                                                     monkeypatch) -> None:
+    env = make_env(mariadb_factory, tmp_path)
+    env.run([*migration(9),
+             # Text a script must not let run into the next statement: a line comment
+             # (not sent ahead), semicolons and comment marks inside names and literals,
+             # a closed comment (sent ahead).
+             "CREATE TABLE d.`x;y` (id INT PRIMARY KEY, v VARCHAR(8) DEFAULT '#;--')"
+             " COMMENT 'a -- b; c # d'",
+             "CREATE TABLE d.commented (id INT PRIMARY KEY) -- the last word",
+             "CREATE TABLE d.hashed (id INT PRIMARY KEY) # the last word",
+             "CREATE TABLE d.blocked (id INT PRIMARY KEY) /* closed */",
+             "INSERT INTO d.r0 VALUES (1, 1, 1)",
+             "ALTER TABLE d.r0 ADD COLUMN e INT DEFAULT 5",
+             "INSERT INTO d.r0 VALUES (2, 2, 2, 2)"])
+    env.relay()
+    sizes = count_scripts(monkeypatch)
+    env.sync(spark)
+    assert_converged(env)
+    assert_same_definitions(env)
+    assert sum(sizes) >= 35 and max(sizes) == 8, sizes  # the scripts held several DDL
+    assert env.downstream.execute("SELECT COUNT(*) FROM binrelay.ddl_journal") == ((0,),)
+
+
+def test_a_ddl_counted_as_done_in_a_script_lets_the_rest_run(mariadb_factory, tmp_path: Path,
+                                                             spark, monkeypatch) -> None:
+    """A CREATE TABLE the downstream already has fails in the middle of a script ("exists",
+    which a replay counts as done): the DDL after it in the same script still run."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(migration(4))
+    env.relay()
+    env.downstream.execute("CREATE DATABASE d")
+    env.downstream.execute("CREATE TABLE d.t1 (id INT PRIMARY KEY, a INT)")
+    sizes = count_scripts(monkeypatch)
+    env.sync(spark)
+    assert_converged(env)
+    assert_same_definitions(env)
+    assert max(sizes) > 1
+
+
+def test_a_ddl_refused_in_a_script_stops_there(mariadb_factory, tmp_path: Path, spark) -> None:
+    """A RENAME onto a table only the downstream has fails in the middle of a script: the
+    sync stops with that DDL's position, the DDL before it applied and none after it; once
+    the downstream is mended the next sync runs it and the rest."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(migration(4))
+    env.relay()
+    env.downstream.execute("CREATE DATABASE d")
+    env.downstream.execute("CREATE TABLE d.r2 (other INT)")
+    with pytest.raises(DownstreamDdlError) as info:
+        env.sync(spark)
+    assert "RENAME TABLE d.t2 TO d.r2" in str(info.value)
+    tables = {n for (n,) in env.downstream.execute(
+        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'd'")}
+    assert tables == {"r0", "r1", "t2", "r2"}  # t2 altered and indexed, not renamed
+    assert "a_idx" in env.downstream.execute("SHOW CREATE TABLE d.t2")[0][1]
+    assert env.downstream.execute(
+        "SELECT ran FROM binrelay.ddl_journal WHERE statement LIKE 'RENAME TABLE d.t2%'"
+    ) == ((0,),)
+    # The journal's last row is the refused DDL's: nothing after it was journaled.
+    assert env.downstream.execute(
+        "SELECT statement FROM binrelay.ddl_journal ORDER BY written_at DESC, position DESC"
+        " LIMIT 1") == (("RENAME TABLE d.t2 TO d.r2",),)
+    env.downstream.execute("DROP TABLE d.r2")
+    env.sync(spark)
+    assert_converged(env)
+    assert_same_definitions(env)
+
+
+def test_a_killed_syncs_script_is_waited_for(mariadb_factory, tmp_path: Path, spark,
+                                             monkeypatch, caplog) -> None:
+    """The sync "dies" after the first DDL of a script while the downstream is held up
+    inside it (another session's metadata lock on a table a later DDL of the script
+    alters): the server's session runs the rest of the script after the sync is gone.  The
+    next sync waits for the pipeline's lock until it has, then replays the batch and ends
+    as the upstream."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d", "CREATE TABLE d.held (id INT PRIMARY KEY)",
+             "INSERT INTO d.held VALUES (1)"])
+    env.relay()
+    env.sync(spark)
+    reader = env.downstream.connect(autocommit=False)
+    with reader.cursor() as cur:
+        cur.execute("SELECT * FROM d.held")  # a shared metadata lock until it commits
+    run = migration(3)[1:]
+    env.run([*run[:3], "ALTER TABLE d.held ADD COLUMN late INT DEFAULT 9", *run[3:]])
+    env.relay()
+
+    crashed: list[str] = []
+
+    def hit(name: str, key: str = "") -> None:
+        if name == "ddl-applied" and not crashed:
+            crashed.append(key)
+            raise SimulatedCrash(key)
+
+    monkeypatch.setattr(failpoints, "hit", hit)
+    with pytest.raises(SimulatedCrash):
+        env.sync(spark)
+    assert crashed
+    # The killed sync's session goes on with its script, up to the DDL the reader holds.
+    deadline = time.monotonic() + 30
+    while env.downstream.execute(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE LIKE"
+            " '%metadata lock%' AND INFO LIKE 'ALTER TABLE d.held%'") != ((1,),):
+        assert time.monotonic() < deadline, "the script never reached the held table"
+        time.sleep(0.05)
+
+    outcome: list[BaseException | None] = []
+
+    def resume() -> None:
+        try:
+            env.sync(spark)
+            outcome.append(None)
+        except BaseException as exc:  # reported below
+            outcome.append(exc)
+
+    caplog.set_level(logging.WARNING, logger="binrelay.apply.checkpoint")
+    resumed = threading.Thread(target=resume)
+    resumed.start()
+    deadline = time.monotonic() + 60
+    while not any("pipeline's lock" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline and resumed.is_alive(), outcome
+        time.sleep(0.05)
+    assert not outcome  # still waiting
+    reader.commit()
+    reader.close()
+    resumed.join(120)
+    assert outcome == [None]
+    assert_converged(env)
+    assert_same_definitions(env)
+
+
+def test_the_lock_held_elsewhere_stops_with_one_line(mariadb_factory) -> None:
+    server = mariadb_factory(server_id=2)
+    holder = server.connect()
+    with holder.cursor() as cur:
+        cur.execute("SELECT GET_LOCK(%s, 0), CONNECTION_ID()", (lock_name("p", DEFAULT_STORE),))
+        got, holder_id = cur.fetchone()
+    assert got == 1
+    conn = server.connect()
+    with pytest.raises(CheckpointError) as info, pipeline_lock(conn, "p", wait=1.5):
+        pass
+    assert f"connection {holder_id}" in str(info.value) and info.value.hint
+    holder.close()
+    # Let go by its holder, the lock is taken and given back.
+    with pipeline_lock(conn, "p", wait=5), contextlib.closing(server.connect()) as other, \
+            other.cursor() as cur:
+        cur.execute("SELECT IS_USED_LOCK(%s) = %s", (lock_name("p"), conn.thread_id()))
+        assert cur.fetchone() == (1,)
+    with conn.cursor() as cur:
+        cur.execute("SELECT IS_FREE_LOCK(%s)", (lock_name("p"),))
+        assert cur.fetchone() == (1,)
+
+
+@pytest.mark.parametrize(("statement", "alone"), [
+    ("DROP TABLE `r` /* generated by server */", True),
+    ("CREATE TABLE t (a VARCHAR(3) DEFAULT '#;--') COMMENT 'x;y'", True),
+    ("ALTER TABLE `a;b` ADD COLUMN c INT", True),
+    ('CREATE TABLE "q;t" (a INT)', True),
+    ("CREATE TABLE t (a INT) -- a comment", False),
+    ("CREATE TABLE t (a INT) # a comment", False),
+    ("CREATE TABLE t (a INT) /* left open", False),
+    ("CREATE TABLE t (a INT) /*!50100 PARTITION BY HASH (a) */", False),
+    ("CREATE TABLE t (a VARCHAR(3) DEFAULT 'a\\'b')", False),
+    ("CREATE TABLE t (a INT);", False),
+    ("CREATE TABLE t (a INT); DROP TABLE u", False),
+])
+def test_ends_alone(statement: str, alone: bool) -> None:
+    assert ends_alone(statement) is alone
+
+
+def test_the_names_of_the_lock_fit_a_server() -> None:
+    assert len(lock_name("p" * 200)) <= 64
+    assert lock_name("a") != lock_name("b")
+    assert lock_name("a") == lock_name("a", DEFAULT_STORE)
+
