@@ -80,11 +80,65 @@ def test_a_migration_goes_ahead_and_ends_as_upstream(mariadb_factory, tmp_path: 
              "INSERT INTO d.r0 VALUES (2, 2, 2, 2)"])
     env.relay()
     sizes = count_scripts(monkeypatch)
+    seen = count_retimed(monkeypatch)
     env.sync(spark)
     assert_converged(env)
     assert_same_definitions(env)
     assert sum(sizes) >= 35 and max(sizes) == 8, sizes  # the scripts held several DDL
+    assert sum(seen) >= 30, seen  # one session's DDL: retimed, not set again
     assert env.downstream.execute("SELECT COUNT(*) FROM binrelay.ddl_journal") == ((0,),)
+
+
+def count_retimed(monkeypatch: Any) -> list[bool]:
+    """Per DDL sent after another of the same script: whether it was retimed."""
+    seen: list[bool] = []
+    real = ddl_module._retimed
+
+    def retimed(*args: Any) -> Any:
+        out = real(*args)
+        seen.append(out is not None)
+        return out
+
+    monkeypatch.setattr(ddl_module, "_retimed", retimed)
+    return seen
+
+
+def test_contexts_that_change_between_ddl(mariadb_factory, tmp_path: Path, spark,
+                                          monkeypatch) -> None:
+    """A run of ADD COLUMN whose filled-in values depend on the session: its timestamp
+    (CURRENT_TIMESTAMP), time zone (a TIMESTAMP default) and sql_mode change between the
+    statements, or stay.  A DDL whose context is the one before it but for the timestamp
+    is only retimed; each column must hold what the upstream's does."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d", "CREATE TABLE d.p (id INT PRIMARY KEY)",
+             "INSERT INTO d.p VALUES (1), (2), (3)",
+             "SET timestamp = 1000000000",
+             "ALTER TABLE d.p ADD COLUMN c1 TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP",
+             "SET timestamp = 1500000000",
+             "ALTER TABLE d.p ADD COLUMN c2 TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP",
+             "SET time_zone = '+05:00'",
+             "ALTER TABLE d.p ADD COLUMN c3 TIMESTAMP NOT NULL DEFAULT '2020-01-01 00:00:00'",
+             "SET timestamp = 1600000000",
+             "ALTER TABLE d.p ADD COLUMN c4 TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP",
+             "SET time_zone = '+00:00'",
+             "ALTER TABLE d.p ADD COLUMN c5 TIMESTAMP NOT NULL DEFAULT '2020-01-01 00:00:00'",
+             "SET sql_mode = ''",
+             "ALTER TABLE d.p ADD COLUMN c6 DATE NOT NULL DEFAULT '0000-00-00'",
+             "SET timestamp = 1700000000",
+             "ALTER TABLE d.p ADD COLUMN c7 DATETIME NOT NULL DEFAULT NOW()",
+             "SET sql_mode = DEFAULT, timestamp = DEFAULT",
+             "CREATE TABLE d.q (id INT PRIMARY KEY AUTO_INCREMENT)",
+             "INSERT INTO d.q VALUES ()", "INSERT INTO d.q VALUES ()",
+             "ALTER TABLE d.p ADD COLUMN c8 INT NOT NULL DEFAULT 8"])
+    env.relay()
+    seen = count_retimed(monkeypatch)
+    env.sync(spark)
+    assert_converged(env)
+    assert_same_definitions(env)
+    assert True in seen and False in seen, seen
+    first, second = env.downstream.execute(
+        "SELECT UNIX_TIMESTAMP(c1), UNIX_TIMESTAMP(c2) FROM d.p WHERE id = 1")[0]
+    assert (first, second) == (1000000000, 1500000000)
 
 
 def test_a_ddl_counted_as_done_in_a_script_lets_the_rest_run(mariadb_factory, tmp_path: Path,
