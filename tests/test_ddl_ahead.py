@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 
 from binrelay import failpoints
@@ -286,6 +287,58 @@ def test_the_lock_held_elsewhere_stops_with_one_line(mariadb_factory) -> None:
 ])
 def test_ends_alone(statement: str, alone: bool) -> None:
     assert ends_alone(statement) is alone
+
+
+class _NoUserLocks:
+    """A real connection whose server answers GET_LOCK as a Galera node does."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def cursor(self) -> Any:
+        outer = self.conn.cursor()
+
+        class Cursor:
+            def __enter__(self) -> Any:
+                return self
+
+            def __exit__(self, *exc: Any) -> None:
+                outer.close()
+
+            def execute(self, sql: str, args: Any = None) -> Any:
+                if "GET_LOCK" in sql:
+                    raise pymysql.err.NotSupportedError(
+                        1235, "This version of MariaDB doesn't yet support 'GET_LOCK in"
+                              " cluster (WSREP_ON=ON)'")
+                return outer.execute(sql, args)
+
+        return Cursor()
+
+
+def test_a_server_without_user_locks(mariadb_factory, tmp_path: Path, spark,
+                                     monkeypatch) -> None:
+    """A downstream that refuses GET_LOCK (a Galera node): no lock, and no DDL sent ahead
+    (one at a time, as a killed sync's session then outlives nothing but its statement)."""
+    server = mariadb_factory(server_id=2)
+    with pipeline_lock(_NoUserLocks(server.connect()), "p") as locked:
+        assert locked is False
+
+    from binrelay.spark import sync as sync_module
+
+    real = sync_module.pipeline_lock
+
+    def refused(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        return real(_NoUserLocks(conn), *args, **kwargs)
+
+    monkeypatch.setattr(sync_module, "pipeline_lock", refused)
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(migration(4))
+    env.relay()
+    sizes = count_scripts(monkeypatch)
+    env.sync(spark)
+    assert sizes == []
+    assert_converged(env)
+    assert_same_definitions(env)
 
 
 def test_the_names_of_the_lock_fit_a_server() -> None:

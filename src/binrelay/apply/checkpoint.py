@@ -33,7 +33,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pymysql
+
 from binrelay.apply.changes import TableRef
+from binrelay.apply.downstream import errno_of
 from binrelay.apply.sql import quote_ident, quote_table
 from binrelay.errors import BinrelayError, CheckpointError
 from binrelay.position import Position
@@ -392,19 +395,30 @@ def lock_name(pipeline: str, store: CheckpointStore = DEFAULT_STORE) -> str:
 
 @contextlib.contextmanager
 def pipeline_lock(conn: Any, pipeline: str, store: CheckpointStore = DEFAULT_STORE, *,
-                  wait: float = LOCK_WAIT) -> Iterator[None]:
+                  wait: float = LOCK_WAIT) -> Iterator[bool]:
     """The pipeline's named lock (``GET_LOCK``) on ``conn``, held while a batch is replayed
     in order on it.  A sync killed in the middle of a script of DDL leaves its session
     running the rest of the script on the server; that session ends, and lets go of the
     lock, only once the script has run, so the next sync's replay waits for it rather than
     run DDL beside it.  Released when the block ends normally; when it raises, the caller
-    closes the connection, which releases it."""
+    closes the connection, which releases it.
+
+    Yields whether the lock is held: not on a server without user locks (a Galera node
+    refuses ``GET_LOCK``), where the caller sends no script that could outlive it."""
     name = lock_name(pipeline, store)
     deadline = time.monotonic() + wait
     told = False
     with conn.cursor() as cur:
         while True:
-            cur.execute("SELECT GET_LOCK(%s, %s)", (name, 1 if told else 0))
+            try:
+                cur.execute("SELECT GET_LOCK(%s, %s)", (name, 1 if told else 0))
+            except pymysql.MySQLError as exc:
+                if errno_of(exc) != _NOT_SUPPORTED:
+                    raise
+                log.debug("the downstream has no user locks: DDL go one at a time",
+                          extra={"pipeline": pipeline})
+                yield False
+                return
             (got,) = cur.fetchone()
             if got == 1:
                 break
@@ -423,6 +437,10 @@ def pipeline_lock(conn: Any, pipeline: str, store: CheckpointStore = DEFAULT_STO
                             " it (another sync of this pipeline, or a killed one's DDL still"
                             " running)", holder, extra={"pipeline": pipeline,
                                                        "connection": holder})
-    yield
+    yield True
     with conn.cursor() as cur:
         cur.execute("DO RELEASE_LOCK(%s)", (name,))
+
+
+#: ER_NOT_SUPPORTED_YET: what a Galera node answers ``GET_LOCK``.
+_NOT_SUPPORTED = 1235

@@ -344,7 +344,17 @@ def _goes_ahead(journal: DdlJournal, schema: str | None, statement: str,
     size = len(raw) if raw is not None else len(statement) * 4
     return (not journal.replayed and size <= _AHEAD_STATEMENT
             and not failpoints.armed("ddl-journaled") and evident(statement, schema)
-            and ends_alone(statement))
+            and _read_cleanly(statement) and ends_alone(statement))
+
+
+def _read_cleanly(statement: str) -> bool:
+    """Whether the statement's bytes decoded without a byte left over (which the server,
+    reading them in their character set, might read otherwise)."""
+    try:
+        statement.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 #: The timestamp a context sets (``statement_sql.context_statements``: the first of the

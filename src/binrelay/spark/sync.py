@@ -827,9 +827,11 @@ class SyncPipeline:
         committed."""
         rows_by_op: dict[str, int] = {}
         committed_to = None
-        left = LeftContext(ahead=_DDL_AHEAD)
         headers: Headers = {}
-        with pipeline_lock(conn, self.name, self.store):
+        with pipeline_lock(conn, self.name, self.store) as locked:
+            # DDL sent ahead may outlive a killed sync: only under the lock that holds its
+            # replay until they have run.
+            left = LeftContext(ahead=_DDL_AHEAD if locked else 0)
             if journal.replayed:
                 with conn.cursor() as cur:
                     committed_to = journal.last(cur)
