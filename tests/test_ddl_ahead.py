@@ -142,6 +142,34 @@ def test_contexts_that_change_between_ddl(mariadb_factory, tmp_path: Path, spark
     assert (first, second) == (1000000000, 1500000000)
 
 
+def test_rows_after_ddl_sent_ahead_follow_their_rules(mariadb_factory, tmp_path: Path,
+                                                     spark, monkeypatch) -> None:
+    """Rows after DDL sent ahead are written by the rules those DDL leave (a generated
+    column added, a table made system-versioned): the catalog is read again only once the
+    DDL have run."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d",
+             "CREATE TABLE d.g (id INT PRIMARY KEY, a INT)",
+             "INSERT INTO d.g VALUES (1, 1)",
+             "ALTER TABLE d.g ADD COLUMN s INT AS (a + 1) STORED",
+             "ALTER TABLE d.g ADD COLUMN v INT AS (a * 2) VIRTUAL",
+             # Rows between DDL of the run: applied in it, after the DDL before them.
+             "INSERT INTO d.g (id, a) VALUES (2, 20)",
+             "UPDATE d.g SET a = 5 WHERE id = 1",
+             "CREATE TABLE d.h (id INT PRIMARY KEY, a INT)",
+             "INSERT INTO d.h VALUES (1, 1)",
+             "ALTER TABLE d.h ADD COLUMN b INT DEFAULT 3, ADD SYSTEM VERSIONING",
+             "UPDATE d.h SET a = 2 WHERE id = 1",
+             "INSERT INTO d.h (id, a) VALUES (2, 2)",
+             "CREATE TABLE d.last (id INT PRIMARY KEY)"])
+    env.relay()
+    sizes = count_scripts(monkeypatch)
+    env.sync(spark)
+    assert_converged(env)
+    assert_same_definitions(env)
+    assert sizes, "no DDL went ahead"
+
+
 def test_a_ddl_counted_as_done_in_a_script_lets_the_rest_run(mariadb_factory, tmp_path: Path,
                                                              spark, monkeypatch) -> None:
     """A CREATE TABLE the downstream already has fails in the middle of a script ("exists",

@@ -842,8 +842,10 @@ class SyncPipeline:
                                     "at": str(segment.position(segment.start))})
                     continue
                 if segment.kind == "dml" and self.rules_stale:
-                    # After a DDL of the run; on a connection of its own, as this one may hold
-                    # rows that must commit with the next DDL's journal row.
+                    # After a DDL of the run (run first, if it was sent ahead); on a
+                    # connection of its own, as this one may hold rows that must commit with
+                    # the next DDL's journal row.
+                    left.finish(conn)
                     with pooled_connection(self.driver_downstream) as other:
                         self.read_rules(other)
                 where = segment.position(segment.start)
