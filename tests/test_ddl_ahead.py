@@ -186,6 +186,32 @@ def test_a_ddl_counted_as_done_in_a_script_lets_the_rest_run(mariadb_factory, tm
     assert max(sizes) > 1
 
 
+def test_big_ddl_in_scripts_of_bounded_size(mariadb_factory, tmp_path: Path, spark,
+                                            monkeypatch) -> None:
+    """DDL of ~9 KB each (long comments) from one session in a time zone of its own (their
+    TIMESTAMP defaults are read in it): scripts stay within their byte bound, one of them
+    fails inside a script ("exists"), and every definition ends as the upstream's."""
+    env = make_env(mariadb_factory, tmp_path)
+    # Comments of 1,000 characters on 9 columns (a column's comment holds 1,024).
+    columns = ", ".join(f"c{n} INT COMMENT '{chr(97 + n) * 1000}'" for n in range(9))
+
+    def create(i: int) -> str:
+        return (f"CREATE TABLE d.big{i} (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT"
+                f" '2020-01-0{1 + i % 9} 00:00:00', {columns})")
+
+    env.run(["CREATE DATABASE d", "SET time_zone = '+05:00'", *map(create, range(14))])
+    env.relay()
+    with env.downstream.connect() as conn, conn.cursor() as cur:
+        cur.execute("SET time_zone = '+05:00'")
+        cur.execute("CREATE DATABASE d")
+        cur.execute(create(5))
+    sizes = count_scripts(monkeypatch)
+    env.sync(spark)
+    assert_converged(env)
+    assert_same_definitions(env)
+    assert len(sizes) >= 3 and 1 < max(sizes) < 8, sizes
+
+
 def test_a_ddl_refused_in_a_script_stops_there(mariadb_factory, tmp_path: Path, spark) -> None:
     """A RENAME onto a table only the downstream has fails in the middle of a script: the
     sync stops with that DDL's position, the DDL before it applied and none after it; once

@@ -60,9 +60,9 @@ class LeftContext:
     DDL saved), and, with ``ahead``, the DDL sent ahead (:class:`DdlsAhead`).  Anything
     else run on the connection must :meth:`settle` it first."""
 
-    def __init__(self, ahead: int = 0) -> None:
+    def __init__(self, ahead: int = 0, max_packet: int | None = None) -> None:
         self.pending: list[str] = []
-        self.ahead = DdlsAhead(ahead) if ahead > 0 else None
+        self.ahead = DdlsAhead(ahead, max_packet) if ahead > 0 else None
 
     def take(self) -> list[str]:
         pending, self.pending = self.pending, []
@@ -119,7 +119,8 @@ def apply_ddl(
     """
     left = left if left is not None and runs_scripts(conn) else None
     if left is not None and left.ahead is not None and journal is not None \
-            and position is not None and _goes_ahead(journal, schema, statement, raw):
+            and position is not None \
+            and _goes_ahead(left.ahead, journal, schema, statement, raw):
         entry = journal.begin_sql(position, EVIDENT, statement, ran=0)
         script = _ddl_script(schema, statement, setup, raw, entry, left.take(), position)
         left.pending = reset_statements() if script.context else []
@@ -335,14 +336,14 @@ _AHEAD_STATEMENT = 16 * 1024
 _AHEAD_SCRIPT = 64 * 1024
 
 
-def _goes_ahead(journal: DdlJournal, schema: str | None, statement: str,
+def _goes_ahead(ahead: DdlsAhead, journal: DdlJournal, schema: str | None, statement: str,
                 raw: bytes | None) -> bool:
     """Whether the DDL may be sent ahead: evident (its replay needs no catalog print taken
     after the DDL before it), in a batch that is not a replay (whose look-ups of the
     journal need the DDL before done), with no failpoint between its journal row and it,
     and text that ends where it does in a script that goes on after it."""
     size = len(raw) if raw is not None else len(statement) * 4
-    return (not journal.replayed and size <= _AHEAD_STATEMENT
+    return (not journal.replayed and size <= min(_AHEAD_STATEMENT, ahead.script_bytes // 2)
             and not failpoints.armed("ddl-journaled") and evident(statement, schema)
             and _read_cleanly(statement) and ends_alone(statement))
 
@@ -420,8 +421,11 @@ class DdlsAhead:
     statements, from one session) is retimed rather than reset and set again: the two SET
     statements of ~30 variables were half of what a DDL cost besides itself."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, max_packet: int | None = None) -> None:
         self.limit = limit
+        #: Bytes of a script: well within the server's max_allowed_packet.
+        self.script_bytes = _AHEAD_SCRIPT if max_packet is None else \
+            max(1024, min(_AHEAD_SCRIPT, max_packet // 4))
         self._queued: list[_Ahead] = []
         self._queued_bytes = 0
         self._flight: list[_Ahead] = []
@@ -433,17 +437,17 @@ class DdlsAhead:
 
     def add(self, conn: Any, item: _Ahead, context: tuple[str | None, tuple[str, ...]]
             ) -> None:
+        if self._queued and self._queued_bytes + len(item.packet) > self.script_bytes:
+            self._drain(conn)
+            self._send(conn)
+        # Decided once nothing can run before it but the DDL added before it.
         if self._context is not None:
             retimed = _retimed(self._context, context, item.full)
             if retimed is not None:
                 item = replace(item, script=retimed)
         self._context = context
-        size = len(item.packet)
-        if self._queued and self._queued_bytes + size > _AHEAD_SCRIPT:
-            self._drain(conn)
-            self._send(conn)
         self._queued.append(item)
-        self._queued_bytes += size
+        self._queued_bytes += len(item.packet)
         if len(self._queued) >= self.limit:
             # The script before this one is answered first: one script in flight at a time.
             self._drain(conn)
@@ -458,9 +462,17 @@ class DdlsAhead:
             self._drain(conn)
 
     def _send(self, conn: Any) -> None:
+        """The queued DDL that fit in a script (one at least) sent; the rest stay queued."""
         if not self._queued:
             return
-        items, self._queued, self._queued_bytes = self._queued, [], 0
+        count, size = 0, 0
+        for item in self._queued:
+            size += len(item.packet)
+            if count and size > self.script_bytes:
+                break
+            count += 1
+        items, self._queued = self._queued[:count], self._queued[count:]
+        self._queued_bytes = sum(len(item.packet) for item in self._queued)
         self._flight, self._cur, self._answered = items, conn.cursor(), 0
         try:
             self._cur.execute(b";\n".join(item.packet for item in items))
@@ -502,7 +514,7 @@ class DdlsAhead:
         """Statement ``_answered`` of the script in flight failed: the server ran none
         after it.  Its DDL is handled as alone; the ones after it are sent again."""
         cur, (item, *rest) = self._cur, self._flight
-        self._cur, self._flight = None, []
+        self._cur, self._flight, self._context = None, [], None
         # The session is reset below: no DDL after it may count on its context.
         self._queued = [replace(other, script=other.full) for other in [*rest, *self._queued]]
         self._queued_bytes = sum(len(other.packet) for other in self._queued)

@@ -831,7 +831,8 @@ class SyncPipeline:
         with pipeline_lock(conn, self.name, self.store) as locked:
             # DDL sent ahead may outlive a killed sync: only under the lock that holds its
             # replay until they have run.
-            left = LeftContext(ahead=_DDL_AHEAD if locked else 0)
+            left = LeftContext(ahead=_DDL_AHEAD if locked else 0,
+                               max_packet=self.rules.max_allowed_packet)
             if journal.replayed:
                 with conn.cursor() as cur:
                     committed_to = journal.last(cur)
