@@ -338,6 +338,13 @@ def test_the_lock_held_elsewhere_stops_with_one_line(mariadb_factory) -> None:
     ("CREATE TABLE t (a VARCHAR(3) DEFAULT 'a\\'b')", False),
     ("CREATE TABLE t (a INT);", False),
     ("CREATE TABLE t (a INT); DROP TABLE u", False),
+    # A quote inside a quoted name starts no literal: what follows is read as the server
+    # reads it.
+    ("CREATE TABLE `x'y` (a INT) -- '", False),
+    ("CREATE INDEX `i'` ON t (a) #'", False),
+    ('CREATE TABLE `x"` (a INT) #"', False),
+    ("CREATE TABLE `it's` (a VARCHAR(3) DEFAULT 'a;b')", True),
+    ("CREATE TABLE t (a VARCHAR(3) DEFAULT 'open)", False),
 ])
 def test_ends_alone(statement: str, alone: bool) -> None:
     assert ends_alone(statement) is alone
@@ -393,6 +400,16 @@ def test_a_server_without_user_locks(mariadb_factory, tmp_path: Path, spark,
     assert sizes == []
     assert_converged(env)
     assert_same_definitions(env)
+
+
+@pytest.mark.parametrize(("raw", "plain"), [
+    (b"CREATE TABLE t (a INT)", True),
+    # gbk, not ASCII: the second byte of such a character may be a backtick or a quote.
+    ("CREATE TABLE `\u9227x` (a INT)".encode("gbk"), False),
+    ("CREATE TABLE t (a INT) COMMENT 'caf\u00e9'".encode(), False),
+])
+def test_only_ascii_goes_ahead(raw: bytes, plain: bool) -> None:
+    assert ddl_module._plain(raw.decode("utf-8", "surrogateescape"), raw) is plain
 
 
 def test_the_names_of_the_lock_fit_a_server() -> None:

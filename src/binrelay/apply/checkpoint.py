@@ -381,9 +381,13 @@ def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
     return True
 
 
-#: How long a sync waits for its pipeline's lock before it stops (a killed sync's session
-#: finishing a long DDL, or another sync of the same pipeline).
+#: How long a sync waits for its pipeline's lock while its holder runs no statement
+#: (another sync of the same pipeline between two): a holder running one (a killed sync's
+#: session finishing its DDL, as a replay would wait behind on the table's metadata lock)
+#: is waited for as long as it runs.
 LOCK_WAIT = 300.0
+#: How often the wait says so again.
+_LOCK_TELL_EVERY = 60.0
 
 
 def lock_name(pipeline: str, store: CheckpointStore = DEFAULT_STORE) -> str:
@@ -405,41 +409,50 @@ def pipeline_lock(conn: Any, pipeline: str, store: CheckpointStore = DEFAULT_STO
 
     Yields whether the lock is held: not on a server without user locks (a Galera node
     refuses ``GET_LOCK``), where the caller sends no script that could outlive it."""
-    name = lock_name(pipeline, store)
-    deadline = time.monotonic() + wait
-    told = False
+    held = _take_lock(conn, pipeline, lock_name(pipeline, store), wait)
+    yield held
+    if held:
+        with conn.cursor() as cur:
+            cur.execute("DO RELEASE_LOCK(%s)", (lock_name(pipeline, store),))
+
+
+def _take_lock(conn: Any, pipeline: str, name: str, wait: float) -> bool:
+    idle_since = told = None
     with conn.cursor() as cur:
         while True:
             try:
-                cur.execute("SELECT GET_LOCK(%s, %s)", (name, 1 if told else 0))
+                cur.execute("SELECT GET_LOCK(%s, %s)", (name, 0 if told is None else 1))
             except pymysql.MySQLError as exc:
                 if errno_of(exc) != _NOT_SUPPORTED:
                     raise
                 log.debug("the downstream has no user locks: DDL go one at a time",
                           extra={"pipeline": pipeline})
-                yield False
-                return
-            (got,) = cur.fetchone()
-            if got == 1:
-                break
-            cur.execute("SELECT IS_USED_LOCK(%s)", (name,))
-            (holder,) = cur.fetchone()
-            if time.monotonic() >= deadline:
+                return False
+            if cur.fetchone()[0] == 1:
+                return True
+            cur.execute("SELECT w.id, p.COMMAND, p.TIME, LEFT(p.INFO, 80) FROM"
+                        " (SELECT IS_USED_LOCK(%s) AS id) AS w LEFT JOIN"
+                        " information_schema.PROCESSLIST AS p ON p.ID = w.id", (name,))
+            holder, command, seconds, info = cur.fetchone()
+            now = time.monotonic()
+            if command == "Query":
+                idle_since = None
+            elif idle_since is None:
+                idle_since = now
+            elif now - idle_since >= wait:
                 raise CheckpointError(
-                    f"pipeline {pipeline!r}: downstream connection {holder} still holds the"
-                    f" pipeline's lock after {wait:.0f} s (another sync of this pipeline"
-                    " runs, or a killed one's DDL is still running on the downstream)",
-                    hint=f"stop the other sync, or wait for (or KILL) connection {holder}"
-                         " on the downstream; then start the sync again")
-            if not told:
-                told = True
-                log.warning("waiting for the pipeline's lock: downstream connection %s holds"
-                            " it (another sync of this pipeline, or a killed one's DDL still"
-                            " running)", holder, extra={"pipeline": pipeline,
-                                                       "connection": holder})
-    yield True
-    with conn.cursor() as cur:
-        cur.execute("DO RELEASE_LOCK(%s)", (name,))
+                    f"pipeline {pipeline!r}: downstream connection {holder} has held the"
+                    f" pipeline's lock for {wait:.0f} s without running a statement"
+                    " (another sync of this pipeline runs)",
+                    hint=f"stop the other sync (or KILL connection {holder} on the"
+                         " downstream); then start the sync again")
+            if told is None or now - told >= _LOCK_TELL_EVERY:
+                told = now
+                log.warning(
+                    "waiting for the pipeline's lock: downstream connection %s holds it (%s)",
+                    holder, f"running for {seconds} s: {info}" if command == "Query"
+                    else "another sync of this pipeline, or a killed one's session",
+                    extra={"pipeline": pipeline, "connection": holder})
 
 
 #: ER_NOT_SUPPORTED_YET: what a Galera node answers ``GET_LOCK``.

@@ -345,17 +345,14 @@ def _goes_ahead(ahead: DdlsAhead, journal: DdlJournal, schema: str | None, state
     size = len(raw) if raw is not None else len(statement) * 4
     return (not journal.replayed and size <= min(_AHEAD_STATEMENT, ahead.script_bytes // 2)
             and not failpoints.armed("ddl-journaled") and evident(statement, schema)
-            and _read_cleanly(statement) and ends_alone(statement))
+            and _plain(statement, raw) and ends_alone(statement))
 
 
-def _read_cleanly(statement: str) -> bool:
-    """Whether the statement's bytes decoded without a byte left over (which the server,
-    reading them in their character set, might read otherwise)."""
-    try:
-        statement.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+def _plain(statement: str, raw: bytes | None) -> bool:
+    """Whether the statement is ASCII, which every client character set reads alike: in
+    gbk, big5 or sjis a quote or a backtick byte may be the second half of a character,
+    where the text as decoded shows none (so :func:`ends_alone` could not tell)."""
+    return raw.isascii() if raw is not None else statement.isascii()
 
 
 #: The timestamp a context sets (``statement_sql.context_statements``: the first of the
@@ -383,6 +380,8 @@ def _retimed(before: tuple[str | None, tuple[str, ...]],
     if not last.startswith("SET ") or timed is None:
         return None
     entry = full.script[full.journaled - 2]
+    if not isinstance(entry, str) or not entry.isascii():
+        return None  # the journal's own name would be read in the upstream's charset
     return replace(full, script=["SET @@session.timestamp = DEFAULT", entry, "COMMIT",
                                  last[:timed.end()], full.script[-1]],
                    lead=1, journaled=3, use=0, context=True)
@@ -466,7 +465,7 @@ class DdlsAhead:
         if not self._queued:
             return
         count, size = 0, 0
-        for item in self._queued:
+        for item in self._queued[:self.limit]:
             size += len(item.packet)
             if count and size > self.script_bytes:
                 break
@@ -513,8 +512,15 @@ class DdlsAhead:
     def _failed(self, conn: Any, error: BaseException) -> None:
         """Statement ``_answered`` of the script in flight failed: the server ran none
         after it.  Its DDL is handled as alone; the ones after it are sent again."""
-        cur, (item, *rest) = self._cur, self._flight
+        cur, flight = self._cur, self._flight
         self._cur, self._flight, self._context = None, [], None
+        if not flight:  # an answer after the script's last: a statement read as two
+            self._queued, self._queued_bytes = [], 0
+            raise DownstreamError("the downstream answered more statements than a script of"
+                                  f" DDL sent ahead holds: {server_message(error)}",
+                                  hint="report it: a DDL sent ahead was read as several"
+                                       " statements")
+        item, *rest = flight
         # The session is reset below: no DDL after it may count on its context.
         self._queued = [replace(other, script=other.full) for other in [*rest, *self._queued]]
         self._queued_bytes = sum(len(other.packet) for other in self._queued)
@@ -522,8 +528,10 @@ class DdlsAhead:
         try:
             _ddl_failed(conn, cur, script, self._answered, error, replay=item.replay,
                         left=None)
-        except DownstreamError:
-            _refused(conn, item.journal, script.position)
+        except BaseException as exc:
+            self._queued, self._queued_bytes = [], 0  # none may run after a refused DDL
+            if isinstance(exc, DownstreamError):
+                _refused(conn, item.journal, script.position)
             raise
         _applied(script.position)
 
