@@ -35,6 +35,7 @@ from binrelay.apply.downstream import (
     rollback_quietly,
     run_queries,
     runs_scripts,
+    script_packet,
     server_message,
 )
 from binrelay.apply.sql import (
@@ -124,7 +125,7 @@ def apply_ddl(
         entry = journal.begin_sql(position, EVIDENT, statement, ran=0)
         script = _ddl_script(schema, statement, setup, raw, entry, left.take(), position)
         left.pending = reset_statements() if script.context else []
-        left.ahead.add(conn, _Ahead(script, script, journal, replay, conn.encoding),
+        left.ahead.add(conn, _Ahead.of(script, journal, replay, conn.encoding),
                        (schema, tuple(setup)))
         return DdlResult(True, message="sent ahead")
     if left is not None:
@@ -395,11 +396,18 @@ class _Ahead:
     journal: DdlJournal
     replay: bool
     encoding: str
+    #: ``script`` as bytes (:meth:`as_sent` keeps them in step).
+    packet: bytes
 
-    @property
-    def packet(self) -> bytes:
-        return b";\n".join(q if isinstance(q, bytes) else str(q).encode(self.encoding)
-                            for q in self.script.script)
+    @classmethod
+    def of(cls, script: _DdlScript, journal: DdlJournal, replay: bool,
+           encoding: str) -> _Ahead:
+        return cls(script, script, journal, replay, encoding,
+                   script_packet(script.script, encoding))
+
+    def as_sent(self, script: _DdlScript) -> _Ahead:
+        return replace(self, script=script, packet=script_packet(script.script,
+                                                                 self.encoding))
 
 
 class DdlsAhead:
@@ -426,7 +434,6 @@ class DdlsAhead:
         self.script_bytes = _AHEAD_SCRIPT if max_packet is None else \
             max(1024, min(_AHEAD_SCRIPT, max_packet // 4))
         self._queued: list[_Ahead] = []
-        self._queued_bytes = 0
         self._flight: list[_Ahead] = []
         self._cur: Any = None
         self._answered = 0  # statements of the script in flight answered so far
@@ -436,17 +443,17 @@ class DdlsAhead:
 
     def add(self, conn: Any, item: _Ahead, context: tuple[str | None, tuple[str, ...]]
             ) -> None:
-        if self._queued and self._queued_bytes + len(item.packet) > self.script_bytes:
+        if self._queued and sum(len(queued.packet) for queued in self._queued) \
+                + len(item.packet) > self.script_bytes:
             self._drain(conn)
             self._send(conn)
         # Decided once nothing can run before it but the DDL added before it.
         if self._context is not None:
             retimed = _retimed(self._context, context, item.full)
             if retimed is not None:
-                item = replace(item, script=retimed)
+                item = item.as_sent(retimed)
         self._context = context
         self._queued.append(item)
-        self._queued_bytes += len(item.packet)
         if len(self._queued) >= self.limit:
             # The script before this one is answered first: one script in flight at a time.
             self._drain(conn)
@@ -471,7 +478,6 @@ class DdlsAhead:
                 break
             count += 1
         items, self._queued = self._queued[:count], self._queued[count:]
-        self._queued_bytes = sum(len(item.packet) for item in self._queued)
         self._flight, self._cur, self._answered = items, conn.cursor(), 0
         try:
             self._cur.execute(b";\n".join(item.packet for item in items))
@@ -515,21 +521,20 @@ class DdlsAhead:
         cur, flight = self._cur, self._flight
         self._cur, self._flight, self._context = None, [], None
         if not flight:  # an answer after the script's last: a statement read as two
-            self._queued, self._queued_bytes = [], 0
+            self._queued = []
             raise DownstreamError("the downstream answered more statements than a script of"
                                   f" DDL sent ahead holds: {server_message(error)}",
                                   hint="report it: a DDL sent ahead was read as several"
                                        " statements")
         item, *rest = flight
         # The session is reset below: no DDL after it may count on its context.
-        self._queued = [replace(other, script=other.full) for other in [*rest, *self._queued]]
-        self._queued_bytes = sum(len(other.packet) for other in self._queued)
+        self._queued = [other.as_sent(other.full) for other in [*rest, *self._queued]]
         script = item.script
         try:
             _ddl_failed(conn, cur, script, self._answered, error, replay=item.replay,
                         left=None)
         except BaseException as exc:
-            self._queued, self._queued_bytes = [], 0  # none may run after a refused DDL
+            self._queued = []  # none may run after a refused DDL
             if isinstance(exc, DownstreamError):
                 _refused(conn, item.journal, script.position)
             raise

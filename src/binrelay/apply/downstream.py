@@ -128,9 +128,7 @@ def run_script(cur: Any, statements: Sequence[str | bytes]) -> list[tuple[Any, .
     Statements given as ``str`` are sent in the connection's character set, ``bytes`` as
     they are.
     """
-    encoding = cur.connection.encoding
-    packet = b";\n".join(s if isinstance(s, bytes) else s.encode(encoding)
-                         for s in statements)
+    packet = script_packet(statements, cur.connection.encoding)
     results: list[tuple[Any, ...]] = []
     index = 0
     try:
@@ -152,6 +150,12 @@ def run_script(cur: Any, statements: Sequence[str | bytes]) -> list[tuple[Any, .
     except pymysql.MySQLError as exc:
         raise ScriptError(index, exc) from exc
     return results
+
+
+def script_packet(statements: Sequence[str | bytes], encoding: str) -> bytes:
+    """The statements as one script's bytes: ``str`` in the connection's ``encoding``,
+    ``bytes`` as they are."""
+    return b";\n".join(s if isinstance(s, bytes) else s.encode(encoding) for s in statements)
 
 
 Query = tuple[str, Sequence[Any] | None] | str | bytes
