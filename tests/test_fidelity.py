@@ -256,6 +256,34 @@ def test_create_table_select(env: Env, spark) -> None:
     converge(env, spark, CREATE_SELECT)
 
 
+# A row-format CREATE ... SELECT logs its rows after the CREATE, in its own transaction: they
+# are written by the rules of the table the CREATE made (system versioning, generated,
+# invisible and defaulted columns, a cascading key), not those read before it ran.
+CREATE_SELECT_RULES = [
+    SCHEMA,
+    "CREATE TABLE app.a (id INT PRIMARY KEY, v INT)",
+    "INSERT INTO app.a VALUES (1, 1), (2, 1), (3, 2)",
+    "CREATE TABLE app.h (id INT PRIMARY KEY, v INT) WITH SYSTEM VERSIONING"
+    " SELECT id, v FROM app.a",
+    "UPDATE app.h SET v = 9 WHERE id = 1",
+    "CREATE TABLE app.g (id INT PRIMARY KEY, v INT, d INT AS (v * 2) VIRTUAL,"
+    " s INT AS (v + 1) STORED, hid INT INVISIBLE DEFAULT 4) SELECT id, v FROM app.a",
+    "INSERT INTO app.g (id, v) VALUES (5, 5)",
+    "CREATE TABLE app.i (n INT AUTO_INCREMENT PRIMARY KEY, v INT CHECK (v > 0),"
+    " u VARCHAR(36) DEFAULT UUID()) SELECT v FROM app.a",
+    "CREATE TABLE app.u (v INT UNIQUE, id INT) IGNORE SELECT v, id FROM app.a",
+    "CREATE OR REPLACE TABLE app.r (v INT PRIMARY KEY, id INT, w INT AS (id * 3) STORED)"
+    " REPLACE SELECT v, id FROM app.a",
+    "CREATE TABLE app.c (id INT PRIMARY KEY, pid INT, FOREIGN KEY (pid) REFERENCES app.a (id)"
+    " ON DELETE CASCADE) SELECT id, id AS pid FROM app.a",
+    "DELETE FROM app.a WHERE id = 1",
+]
+
+
+def test_create_table_select_writes_by_the_new_tables_rules(env: Env, spark) -> None:
+    converge(env, spark, CREATE_SELECT_RULES)
+
+
 STORED_AS_IS = [
     SCHEMA,
     (1, "SET SESSION sql_mode = 'ALLOW_INVALID_DATES'"),
@@ -689,11 +717,13 @@ def test_strict_mode(mariadb_factory, tmp_path: Path, spark, steps) -> None:
 
 
 @pytest.mark.parametrize("steps", [FOREIGN_KEYS, TRIGGERS, GENERATED, STATEMENTS, DDL_CONTEXT,
-                                   CREATE_SELECT, STORED_AS_IS, XA, UNIQUE_SWAPS, VERSIONED,
+                                   CREATE_SELECT, CREATE_SELECT_RULES, STORED_AS_IS, XA,
+                                   UNIQUE_SWAPS, VERSIONED,
                                    SEQUENCES, COLLATED_KEYS, UNKEYED_PARTITIONED_INVISIBLE,
                                    SESSION_TYPES_AND_MULTI_TABLE],
                          ids=["foreign-keys", "triggers", "generated", "statements",
-                              "ddl-context", "create-select", "stored-as-is", "xa",
+                              "ddl-context", "create-select", "create-select-rules",
+                              "stored-as-is", "xa",
                               "unique-swaps", "versioned", "sequences", "collated-keys",
                               "unkeyed-partitioned-invisible", "session-types"])
 def test_every_batch_replayed_after_a_crash(mariadb_factory, tmp_path: Path, spark, steps,

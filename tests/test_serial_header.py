@@ -56,8 +56,9 @@ def test_segments_of_a_file_read_with_one_decoder_as_each_with_its_own(
                 for start, stop in itertools.pairwise(cuts)]
     rules = TableRules()
     shared: serial.Headers = {}
-    together = [list(serial.segment_actions(relay, seg, rules, shared)) for seg in segments]
-    alone = [list(serial.segment_actions(relay, seg, rules)) for seg in segments]
+    together = [list(serial.segment_actions(relay, seg, lambda: rules, shared))
+                for seg in segments]
+    alone = [list(serial.segment_actions(relay, seg, lambda: rules)) for seg in segments]
     assert together == alone
     assert [a.text for seg in together for _end, _gtid, actions in seg for a in actions] == [
         "CREATE TABLE app.t (id INT PRIMARY KEY, v INT)",

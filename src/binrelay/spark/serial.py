@@ -10,7 +10,7 @@ thread runs it; row events become one statement per row, in order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -116,15 +116,23 @@ def _reader(path: Path, headers: Headers | None) -> FileReader:
     return reader
 
 
-def segment_actions(relay_dir: Path, segment: Segment, rules: TableRules,
+def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], TableRules],
                     headers: Headers | None = None,
-                    ) -> Iterator[tuple[int, str | None, list[Action]]]:
+                    ) -> Iterator[tuple[int | None, str | None, list[Action]]]:
     """The segment's transactions, each as ``(end offset, GTID, actions in relay order)``;
-    ``headers``: the relay files already read in this replay (``_reader``)."""
+    ``rules``: the catalog's write rules as they stand; ``headers``: the relay files already
+    read in this replay (``_reader``).
+
+    Rows that follow a DDL in its own transaction (a row-format ``CREATE TABLE ... SELECT``)
+    are written to the table that DDL made, so the DDL and what came before it are yielded
+    first, with ``None`` for an end: the caller runs them and brings the rules up to date
+    before the rest of the transaction is decoded by them."""
     path = relay_dir / segment.subdir / segment.file
     fde, decoder, mariadb, version = _reader(path, headers)
     seq = SubdirName.parse(segment.subdir).seq
     file_no = binlog_sort_key(segment.file)[1]
+    now = rules()
+    after_ddl = False  # the actions end with a DDL
     shapes: dict[int, Any] = {}
     actions: list[Action] = []
     gtid: str | None = None
@@ -168,17 +176,22 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: TableRules,
                         cut = start_transaction_clause(raw)
                         if cut:
                             raw, text = raw[:-cut], text[:-cut]
+                        after_ddl = commits_implicitly(text)
                         actions.append(SessionStatement(
                             (seq, file_no, pos, 0), ev.schema, raw, text, tuple(setup),
-                            commits_implicitly(text), tuple(v.name for v in user_vars)))
+                            after_ddl, tuple(v.name for v in user_vars)))
                     intvars, rand, user_vars = [], None, []
                     if ends_transaction(prefix):
                         yield pos + len(raw), gtid, actions
                         actions, gtid = [], None
                 elif isinstance(ev, RowsEvent):
+                    if after_ddl:
+                        yield None, gtid, actions
+                        actions, now, after_ddl = [], rules(), False
+                        shapes.clear()
                     cached = shapes.get(id(ev.table))
                     if cached is None or cached[0] is not ev.table:
-                        cached = (ev.table, *table_shape(ev.table, rules))
+                        cached = (ev.table, *table_shape(ev.table, now))
                         shapes[id(ev.table)] = cached
                     _t, (ref, columns, key), convert, traits = cached
                     fk = not ev.flags & NO_FOREIGN_KEY_CHECKS_F

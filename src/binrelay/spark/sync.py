@@ -803,7 +803,8 @@ class SyncPipeline:
             current, current_gtids = cp.position, cp.gtid_set
             for segment in segments:
                 for end_off, gtid, actions in segment_actions(self.relay_dir, segment,
-                                                              self.rules, headers):
+                                                              lambda: self.rules, headers):
+                    assert end_off is not None, "a rows-only batch holds no DDL"
                     after = segment.position(end_off)
                     after_gtids = advance_gtid_set(current_gtids, [gtid] if gtid else [])
                     update = CheckpointUpdate(self.name, current, after, after_gtids,
@@ -842,24 +843,32 @@ class SyncPipeline:
                              extra={"xid": segment.xid,
                                     "at": str(segment.position(segment.start))})
                     continue
-                if segment.kind == "dml" and self.rules_stale:
-                    # After a DDL of the run (run first, if it was sent ahead); on a
-                    # connection of its own, as this one may hold rows that must commit with
-                    # the next DDL's journal row.
-                    left.finish(conn)
-                    with pooled_connection(self.driver_downstream) as other:
-                        self.read_rules(other)
+                if segment.kind == "dml":
+                    self._rules_now(conn, left)
                 where = segment.position(segment.start)
                 at = (where.subdir.seq, binlog_sort_key(where.binlog_name)[1])
-                for end, _gtid, actions in segment_actions(self.relay_dir, segment, self.rules,
-                                                           headers):
+                for end, _gtid, actions in segment_actions(self.relay_dir, segment,
+                                                           lambda: self.rules, headers):
                     if segment.kind == "dml" and committed_to is not None \
-                            and (*at, end) < committed_to[:3]:
+                            and end is not None and (*at, end) < committed_to[:3]:
                         continue
                     self._replay(conn, actions, rows_by_op, journal, left)
+                    if end is None:  # rows of the DDL's own transaction follow
+                        self._rules_now(conn, left)
             left.settle(conn)
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op
+
+    def _rules_now(self, conn: Any, left: LeftContext) -> None:
+        """The catalog's rules read again if a DDL of the run changed them, before rows are
+        decoded by them: once the DDL have run (those sent ahead first), and on a connection
+        of its own, as ``conn`` may hold rows that must commit with the next DDL's journal
+        row."""
+        if not self.rules_stale:
+            return
+        left.finish(conn)
+        with pooled_connection(self.driver_downstream) as other:
+            self.read_rules(other)
 
     def _replay(self, conn: Any, actions: list[Action], rows_by_op: dict[str, int],
                 journal: DdlJournal | None = None, left: LeftContext | None = None) -> None:
