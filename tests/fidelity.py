@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from binrelay.apply.checkpoint import CheckpointStore, read_checkpoint
+from binrelay.apply.sql import quote_ident
 from binrelay.config import load_config
 from binrelay.spark.sync import SyncPipeline
 from relay_helpers import relay_until_caught_up, run_binrelay, write_config
@@ -133,13 +134,13 @@ def snapshot(server: Any) -> dict[str, tuple[Any, list[tuple[Any, ...]]]]:
     out = {}
     with contextlib.closing(server.connect()) as conn, conn.cursor() as cur:
         for schema, table in user_tables(server):
-            name = f"`{schema}`.`{table}`"
+            name = f"{quote_ident(schema)}.{quote_ident(table)}"
             cur.execute("SELECT COLUMN_NAME, CHARACTER_SET_NAME, IS_GENERATED FROM"
                         " information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
                         " ORDER BY ORDINAL_POSITION", (schema, table))
             columns = cur.fetchall()
             # UTF-16/32 columns may hold units that do not convert to the client's UTF-8.
-            cols = ", ".join(f"HEX(`{c}`)" if charset in _WIDE else f"`{c}`"
+            cols = ", ".join(f"HEX({quote_ident(c)})" if charset in _WIDE else quote_ident(c)
                              for c, charset, _g in columns)
             if any(generated != "NEVER" for _c, _cs, generated in columns):
                 # MariaDB 10.11's CHECKSUM TABLE never reads a generated column (stored or

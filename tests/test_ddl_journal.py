@@ -57,6 +57,14 @@ EVERY_KIND = [
     "ALTER TABLE d.b DROP COLUMN v",
     "ALTER TABLE d.b ADD COLUMN v INT",
     "INSERT INTO d.b VALUES (9, 99)",
+    # No definition changes either: the rows of a partition and of a table swapped.
+    "CREATE TABLE d.pt (id INT PRIMARY KEY, v VARCHAR(20)) PARTITION BY RANGE (id)"
+    " (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN MAXVALUE)",
+    "CREATE TABLE d.ex (id INT PRIMARY KEY, v VARCHAR(20))",
+    "INSERT INTO d.pt VALUES (1, 'p'), (200, 'q')",
+    "INSERT INTO d.ex VALUES (2, 'x')",
+    "ALTER TABLE d.pt EXCHANGE PARTITION p0 WITH TABLE d.ex",
+    "INSERT INTO d.ex VALUES (3, 'after the exchange')",
     "CREATE INDEX iv ON d.a (v)",
     "DROP INDEX iv ON d.a",
     "TRUNCATE TABLE d.b",
@@ -327,6 +335,12 @@ def test_decide() -> None:
     assert decide("RENAME TABLE a TO b", "x", None, same) == RUN
     with pytest.raises(DdlOutcomeUnknownError):
         decide("RENAME TABLE a TO b", "x", None, CatalogPrint("x", unidentified=True))
+    exchange = "ALTER TABLE p EXCHANGE  PARTITION p0 WITH TABLE t"
+    assert decide(exchange, "x", None, same) == RUN
+    with pytest.raises(DdlOutcomeUnknownError):
+        decide(exchange, "x", None, CatalogPrint("x", unidentified=True))
+    assert decide("ALTER TABLE t ADD COLUMN c INT", "x", None,
+                  CatalogPrint("x", unidentified=True)) == RUN
     with pytest.raises(DdlOutcomeUnknownError):
         decide("CREATE USER u", "x", None, same)
     with pytest.raises(DdlOutcomeUnknownError):
@@ -346,6 +360,8 @@ def test_the_catalog_print_sees_each_kind(mariadb_factory) -> None:
         ("ALTER TABLE b COMMENT 'x'", "d-1"),
         ("CREATE TABLE p (id INT) PARTITION BY HASH (id) PARTITIONS 2", "d-1"),
         ("TRUNCATE TABLE p", "d-1"),
+        ("CREATE TABLE x (id INT)", "d-1"),
+        ("ALTER TABLE p EXCHANGE PARTITION p0 WITH TABLE x", "d-1"),
         ("ALTER DATABASE `d-1` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", None),
         ("CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1", "d-1"),
         ("CREATE SEQUENCE s", "d-1"),

@@ -284,6 +284,38 @@ def test_create_table_select_writes_by_the_new_tables_rules(env: Env, spark) -> 
     converge(env, spark, CREATE_SELECT_RULES)
 
 
+# Partition maintenance: EXCHANGE swaps rows between a partition and a table and changes no
+# definition; MariaDB runs it only with autocommit on (off, it waits on its own row locks).
+PARTITION_MAINTENANCE = [
+    SCHEMA,
+    "CREATE TABLE app.p (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id)"
+    " (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (100))",
+    "CREATE TABLE app.x (id INT PRIMARY KEY, v INT)",
+    "INSERT INTO app.p VALUES (1, 1), (50, 50)",
+    "INSERT INTO app.x VALUES (5, 5)",
+    "ALTER TABLE app.p EXCHANGE PARTITION p0 WITH TABLE app.x",
+    "UPDATE app.p SET v = 7 WHERE id = 5",
+    "UPDATE app.x SET v = 8",
+    "ALTER TABLE app.p REORGANIZE PARTITION p1 INTO (PARTITION p1a VALUES LESS THAN (60),"
+    " PARTITION p1b VALUES LESS THAN (100))",
+    "INSERT INTO app.p VALUES (70, 70), (20, 20)",
+    "ALTER TABLE app.p CONVERT PARTITION p1b TO TABLE app.y",
+    "INSERT INTO app.y VALUES (80, 80)",
+    "CREATE TABLE app.z (id INT PRIMARY KEY, v INT)",
+    "INSERT INTO app.z VALUES (150, 1)",
+    "ALTER TABLE app.p CONVERT TABLE app.z TO PARTITION p2 VALUES LESS THAN (200)",
+    "UPDATE app.p SET v = 2 WHERE id = 150",
+    "DELETE FROM app.x",
+    "INSERT INTO app.x VALUES (160, 6)",
+    "ALTER TABLE app.p EXCHANGE PARTITION p2 WITH TABLE app.x",
+    "UPDATE app.x SET v = 3",
+]
+
+
+def test_partition_maintenance(env: Env, spark) -> None:
+    converge(env, spark, PARTITION_MAINTENANCE)
+
+
 STORED_AS_IS = [
     SCHEMA,
     (1, "SET SESSION sql_mode = 'ALLOW_INVALID_DATES'"),
@@ -718,13 +750,13 @@ def test_strict_mode(mariadb_factory, tmp_path: Path, spark, steps) -> None:
 
 @pytest.mark.parametrize("steps", [FOREIGN_KEYS, TRIGGERS, GENERATED, STATEMENTS, DDL_CONTEXT,
                                    CREATE_SELECT, CREATE_SELECT_RULES, STORED_AS_IS, XA,
-                                   UNIQUE_SWAPS, VERSIONED,
+                                   UNIQUE_SWAPS, VERSIONED, PARTITION_MAINTENANCE,
                                    SEQUENCES, COLLATED_KEYS, UNKEYED_PARTITIONED_INVISIBLE,
                                    SESSION_TYPES_AND_MULTI_TABLE],
                          ids=["foreign-keys", "triggers", "generated", "statements",
                               "ddl-context", "create-select", "create-select-rules",
-                              "stored-as-is", "xa",
-                              "unique-swaps", "versioned", "sequences", "collated-keys",
+                              "stored-as-is", "xa", "unique-swaps", "versioned",
+                              "partition-maintenance", "sequences", "collated-keys",
                               "unkeyed-partitioned-invisible", "session-types"])
 def test_every_batch_replayed_after_a_crash(mariadb_factory, tmp_path: Path, spark, steps,
                                             monkeypatch) -> None:

@@ -452,6 +452,10 @@ def test_context_defaults_for_what_was_not_logged() -> None:
         "@@session.auto_increment_offset = 1, @@session.lc_time_names = 0, "
         "@@session.collation_database = DEFAULT",
     ]
+    # A DDL whose event logged no flags2 runs with autocommit on, as a replica's would.
+    (ddl,) = context_statements(QueryStatus(), schema="", timestamp=1, thread_id=1,
+                                mariadb_upstream=True, autocommit=True)
+    assert "@@session.autocommit = 1" in ddl
     # CREATE/DROP DATABASE (LOG_EVENT_SUPPRESS_USE_F): the database is not made the default.
     assert not context_statements(QueryStatus(), schema="d", timestamp=1, thread_id=1,
                                   mariadb_upstream=True, suppress_use=True)[0].startswith("USE")
@@ -506,9 +510,10 @@ def test_reset_statements_and_literals() -> None:
     (sets,) = reset_statements()  # one statement: all ASCII
     assert sets.startswith("SET NAMES utf8mb4, @@session.timestamp = DEFAULT")
     assert f"@@session.sql_mode = '{REPLICA_SQL_MODE}'" in sets
-    assert "@@session.foreign_key_checks = 0" in sets and "autocommit" not in sets
-    assert "INSERT_ID = 0, LAST_INSERT_ID = 0" in sets
-    names, sets = reset_statements(foreign_key_checks=True, autocommit=False,
+    assert "@@session.foreign_key_checks = 0" in sets
+    # A DDL's context sets autocommit: the applier's sessions run without it.
+    assert "INSERT_ID = 0, LAST_INSERT_ID = 0, @@session.autocommit = 0" in sets
+    names, sets = reset_statements(foreign_key_checks=True,
                                    user_vars=["a`b", UserVar("c", None)])
     assert names == "SET NAMES utf8mb4"  # first: the names are UTF-8
     assert "@@session.foreign_key_checks = 1" in sets

@@ -13,9 +13,9 @@ replay of the same batch then decides:
 - no row: the crash came before the DDL: run it;
 - a row, and the catalog is not as fingerprinted: the DDL ran: do not run it again;
 - a row, and the catalog is as fingerprinted: it did not take effect: run it, unless its
-  effect is one the catalog does not show (accounts, plugins, servers; a RENAME of tables
-  with no table id to tell them apart): then stop with one line, and the operator's verdict,
-  written into the row, decides;
+  effect is one the catalog does not show (accounts, plugins, servers; a RENAME or an
+  EXCHANGE PARTITION of tables with no table id to tell them apart): then stop with one
+  line, and the operator's verdict, written into the row, decides;
 - a row of an :func:`evident` DDL (no fingerprint, ``ran`` 0): run it; run again, the
   server's own answer says it ran.
 
@@ -65,8 +65,22 @@ TABLE_KINDS = frozenset({"create table", "create index", "drop table", "drop ind
 #: (ALTER ... FORCE), ends in the same state if run again: the DDL whose outcome is decided
 #: is the batch's last journaled one, so no row after it was applied.  Their print leaves
 #: InnoDB's table ids out (a scan of every table in the server, per DDL).  A RENAME may
-#: swap tables of the same definition, and a TRUNCATE shows only in the ids.
+#: swap tables of the same definition, and a TRUNCATE shows only in the ids; so does an
+#: ALTER TABLE ... EXCHANGE PARTITION (:func:`_swaps`).
 _SEEN_WITHOUT_IDS = TABLE_KINDS - {"rename table", "truncate"}
+_EXCHANGE = re.compile(r"\bEXCHANGE\s+PARTITION\b", re.IGNORECASE)
+
+
+def _swaps(statement: str, kind: str) -> bool:
+    """Whether the DDL may swap tables (or a partition's rows with a table's) and change no
+    definition: only InnoDB's table ids tell whether it ran.  An EXCHANGE PARTITION run
+    again swaps the rows back."""
+    if kind == "rename table":
+        return True
+    if kind != "alter table":
+        return False
+    text = sql_words(statement)
+    return text is None or _EXCHANGE.search(text) is not None
 
 #: The fingerprint of a journal row written for an :func:`evident` DDL, which has no print
 #: (its ``ran`` is 0: "run it", which a release before evident DDL also does with it).
@@ -214,7 +228,8 @@ def catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
     statement of ``TABLE_KINDS``: its schemas, tables and views)."""
     kind = ddl_kind(statement).name
     return _print(cur, statement, schema, routines=kind not in TABLE_KINDS,
-                  ids=kind not in _SEEN_WITHOUT_IDS, exact_tables=True)
+                  ids=kind not in _SEEN_WITHOUT_IDS or _swaps(statement, kind),
+                  exact_tables=True)
 
 
 def earlier_catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
@@ -362,7 +377,7 @@ def decide(statement: str, recorded: str | None, verdict: int | None, now: Catal
         return SKIP
     kind = ddl_kind(statement).name
     seen = (kind != "other" or _SEEN_OTHER.match(statement)) and not _UDF.search(statement)
-    if _REPEATABLE.match(statement) or (seen and not (kind == "rename table"
+    if _REPEATABLE.match(statement) or (seen and not (_swaps(statement, kind)
                                                       and now.unidentified)):
         return RUN
     where = "" if journal is None or position is None else journal.row_sql(position)

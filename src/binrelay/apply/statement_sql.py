@@ -16,9 +16,12 @@ Where this differs from ``mariadb-binlog``, on purpose:
 - ``pseudo_thread_id`` is not set: it needs a privilege (SUPER / BINLOG REPLAY) an applier
   should not need.  So ``CONNECTION_ID()`` and the names of temporary tables are the
   downstream session's own.
-- ``autocommit`` is left out unless asked for: setting it to 1 on a session with autocommit
-  off commits the open transaction, and the binlog marks transaction boundaries itself
-  (BEGIN / COMMIT / XID), which the replayer follows.
+- ``autocommit`` is left out unless asked for (a DDL, which commits by itself): setting it
+  to 1 on a session with autocommit off commits the open transaction, and the binlog marks
+  transaction boundaries itself (BEGIN / COMMIT / XID), which the replayer follows.  A DDL
+  gets it as the upstream's session had it (1 when not logged): MariaDB's ``ALTER TABLE ...
+  EXCHANGE PARTITION`` waits on its own row locks in a session with autocommit off
+  (measured on 10.11: a lock wait timeout, every time).
 - REAL user variables are exact (``repr``, as a DOUBLE literal), where ``mariadb-binlog``
   prints ``%.14g``; ``SET TIMESTAMP`` microseconds are zero-padded (MDEV-31761).
 - String user variables take their collation by id, as the replica does: the
@@ -252,6 +255,8 @@ def context_statements(
     if status.flags2 is not None:
         session += _flags2(status.flags2, mariadb_upstream=mariadb_upstream,
                            upstream_version=upstream_version, autocommit=autocommit)
+    elif autocommit:
+        session.append("@@session.autocommit = 1")
     if status.sql_mode is not None:
         session.append("@@session.sql_mode = " + _sql_mode(
             status, mariadb_upstream=mariadb_upstream, upstream_version=upstream_version,
@@ -287,13 +292,13 @@ def context_statements(
     return out
 
 
-def reset_statements(*, foreign_key_checks: bool = False, autocommit: bool | None = None,
+def reset_statements(*, foreign_key_checks: bool = False,
                      user_vars: Iterable[Any] = ()) -> list[str]:
     """Statements that give a session back to the applier's own settings after a replay
     (``Downstream.connect``): utf8mb4, time zone +00:00, :data:`REPLICA_SQL_MODE`,
     ``foreign_key_checks`` as the caller says (the applier's sessions run with 0), and the
-    defaults for every other variable :func:`context_statements` sets; ``INSERT_ID`` 0
-    drops a value no insert consumed.  ``autocommit``: set it too (None: leave it).
+    defaults for every other variable :func:`context_statements` sets; autocommit off (a
+    DDL's context may have set it); ``INSERT_ID`` 0 drops a value no insert consumed.
     ``user_vars`` (names, ``UserVar`` or ``UserVarEvent``): set back to NULL.  The RAND
     seeds have no default to go back to; the applier never calls RAND().
     """
@@ -305,9 +310,7 @@ def reset_statements(*, foreign_key_checks: bool = False, autocommit: bool | Non
         "explicit_defaults_for_timestamp", "system_versioning_insert_history",
         "auto_increment_increment", "auto_increment_offset", "lc_time_names",
         "collation_server", "collation_database")]
-    sets += ["INSERT_ID = 0", "LAST_INSERT_ID = 0"]
-    if autocommit is not None:
-        sets.append(f"@@session.autocommit = {1 if autocommit else 0}")
+    sets += ["INSERT_ID = 0", "LAST_INSERT_ID = 0", "@@session.autocommit = 0"]
     cleared = ["@" + quote_ident(item if isinstance(item, str) else _user_var(item).name)
                + " := NULL" for item in user_vars]
     if not cleared:

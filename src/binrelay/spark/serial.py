@@ -166,17 +166,17 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                         actions.append(SessionStatement((seq, file_no, pos, 0), ev.schema,
                                                         ev.raw_query, ev.query, (), False))
                     elif not is_transaction_control(prefix):
-                        setup = context_statements(
-                            ev.status, schema=ev.schema, timestamp=ev.header.timestamp,
-                            thread_id=ev.thread_id, intvars=tuple(intvars), rand=rand,
-                            user_vars=tuple(user_vars), mariadb_upstream=mariadb,
-                            upstream_version=version,
-                            suppress_use=bool(ev.header.flags & c.LOG_EVENT_SUPPRESS_USE_F))
                         raw, text = ev.raw_query, ev.query
                         cut = start_transaction_clause(raw)
                         if cut:
                             raw, text = raw[:-cut], text[:-cut]
                         after_ddl = commits_implicitly(text)
+                        setup = context_statements(
+                            ev.status, schema=ev.schema, timestamp=ev.header.timestamp,
+                            thread_id=ev.thread_id, intvars=tuple(intvars), rand=rand,
+                            user_vars=tuple(user_vars), mariadb_upstream=mariadb,
+                            upstream_version=version, autocommit=after_ddl,
+                            suppress_use=bool(ev.header.flags & c.LOG_EVENT_SUPPRESS_USE_F))
                         actions.append(SessionStatement(
                             (seq, file_no, pos, 0), ev.schema, raw, text, tuple(setup),
                             after_ddl, tuple(v.name for v in user_vars)))
