@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import random
+import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pymysql
@@ -314,6 +317,55 @@ PARTITION_MAINTENANCE = [
 
 def test_partition_maintenance(env: Env, spark) -> None:
     converge(env, spark, PARTITION_MAINTENANCE)
+
+
+@pytest.mark.parametrize("crashes", [False, True], ids=["straight", "crashes"])
+def test_a_two_phase_alter(mariadb_factory, tmp_path: Path, spark, monkeypatch,
+                           crashes: bool) -> None:
+    """``binlog_alter_two_phase`` upstream: an ALTER is logged when it starts and again when
+    it commits (or rolls back); the rows committed while it ran, logged between the two in
+    the table's old shape, go in before it, as a replica's order has them."""
+    env = make_env(mariadb_factory, tmp_path, upstream_args=["--binlog-alter-two-phase=ON"],
+                   sync={"batch-bytes": 16 * 1024} if crashes else None)
+    env.run([SCHEMA, "CREATE TABLE app.t (id INT PRIMARY KEY, v INT, w VARCHAR(40))",
+             "INSERT INTO app.t SELECT seq, seq % 1000, REPEAT('x', 40)"
+             " FROM app.seq_1_to_200000"])
+    (binlog_file, at, *_rest), = env.upstream.execute("SHOW MASTER STATUS")
+    alter = threading.Thread(target=env.upstream.execute, args=(
+        "ALTER TABLE app.t ADD COLUMN z INT DEFAULT 3, ADD INDEX iv (v, w),"
+        " ALGORITHM=INPLACE, LOCK=NONE",))
+    alter.start()
+    for _ in range(500):  # until its START ALTER is logged
+        if any("START ALTER" in str(row[-1]) for row in env.upstream.execute(
+                f"SHOW BINLOG EVENTS IN '{binlog_file}' FROM {int(at)}")):
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("the ALTER logged no START ALTER")
+    env.run(["INSERT INTO app.t (id, v, w) VALUES (300001, 1, 'during the alter')",
+             "UPDATE app.t SET v = 7 WHERE id = 5", "DELETE FROM app.t WHERE id = 6"])
+    alter.join()
+    env.run(["CREATE TABLE app.u (id INT PRIMARY KEY, v INT)",
+             "INSERT INTO app.u VALUES (1, 1), (2, 1)",
+             "ALTER TABLE app.u ADD COLUMN x INT DEFAULT 4",
+             "INSERT INTO app.u (id, v) VALUES (3, 2)"])
+    with pytest.raises(pymysql.err.IntegrityError):  # ROLLBACK ALTER
+        env.upstream.execute("ALTER TABLE app.u ADD UNIQUE (v)")
+    env.run(["INSERT INTO app.u VALUES (4, 1, 5)"])
+    binlog = subprocess.run(
+        ["mariadb-binlog", "-v", *(str(env.upstream.binlog_path(name))
+                                   for name, _size in env.upstream.binlog_files())],
+        capture_output=True, text=True, check=True).stdout
+    start = binlog.index("START ALTER")
+    assert start < binlog.index("'during the alter'") < binlog.index("COMMIT ALTER")
+    assert "ROLLBACK ALTER" in binlog
+    env.relay()
+    if crashes:
+        assert sync_with_crashes(env, spark, monkeypatch) >= 2
+    else:
+        env.sync(spark)
+    assert_converged(env)
+    assert env.downstream.execute("SELECT z FROM app.t WHERE id = 300001") == ((3,),)
 
 
 STORED_AS_IS = [

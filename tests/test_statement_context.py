@@ -15,7 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from binrelay.apply.statement_sql import context_statements, reset_statements, sql_string
+from binrelay.apply.statement_sql import (
+    context_statements,
+    reset_statements,
+    runs_as_logged,
+    sql_string,
+)
 from binrelay.binlog import statement as s
 from binrelay.binlog.events import IntvarEvent, QueryEvent, RandEvent, UserVarEvent
 from binrelay.binlog.statement import QueryStatus, UserVar
@@ -484,9 +489,14 @@ def test_context_errors_and_character_set_collations() -> None:
     with pytest.raises(ApplyError, match="does not define"):
         context_statements(QueryStatus(sql_mode=1 << 40), schema="", timestamp=1, thread_id=1,
                            mariadb_upstream=True)
+    # A two-phase ALTER runs at its COMMIT ALTER (4), in that event's context.
+    for flags3, runs in ((None, True), (2, False), (4, True), (8, False)):
+        assert runs_as_logged(QueryStatus(gtid_flags3=flags3)) is runs
     with pytest.raises(ApplyError, match="two-phase ALTER"):
         context_statements(QueryStatus(gtid_flags3=2), schema="", timestamp=1, thread_id=1,
                            mariadb_upstream=True)
+    assert context_statements(QueryStatus(gtid_flags3=4), schema="", timestamp=1, thread_id=1,
+                              mariadb_upstream=True)
     # A replica keeps its own NO_DIR_IN_CREATE (the applier's: off).
     (sets,) = context_statements(QueryStatus(sql_mode=1 << 7 | 1 << 2), schema="",
                                    timestamp=1, thread_id=1, mariadb_upstream=True)

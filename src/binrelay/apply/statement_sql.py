@@ -30,8 +30,10 @@ Where this differs from ``mariadb-binlog``, on purpose:
 - sql_mode is given by names, a MySQL upstream's bits mapped as a MariaDB replica maps them
   (``binlog.statement.mysql_sql_mode_on_mariadb``), and NO_DIR_IN_CREATE is the applier's
   own, as a replica keeps its own.
-- A two-phase ALTER (Q_GTID_FLAGS3 START/COMMIT/ROLLBACK ALTER) raises: its events are not
-  statements to run again as text (``mariadb-binlog`` prints them as BINLOG events).
+- A two-phase ALTER (``binlog_alter_two_phase``) runs where its COMMIT ALTER is logged, in
+  that event's context, as ``mariadb-binlog`` output does (it prints the START and ROLLBACK
+  ALTER commented out): the caller leaves the START and ROLLBACK ALTER out
+  (:func:`runs_as_logged`), and asking for their context raises.
 
 Not reproduced (no session variable for them): Q_INVOKER (CURRENT_USER() as a definer),
 and a MySQL upstream's ``default_collation_for_utf8mb4``, ``sql_require_primary_key``,
@@ -56,11 +58,19 @@ from binrelay.binlog import statement as st
 from binrelay.binlog.statement import QueryStatus, UserVar
 from binrelay.errors import ApplyError
 
-__all__ = ["context_statements", "reset_statements", "sql_string"]
+__all__ = ["context_statements", "reset_statements", "runs_as_logged", "sql_string"]
 
 _BINARY_COLLATION = 63
-# Gtid_log_event::FL_START_ALTER_E1 | FL_COMMIT_ALTER_E1 | FL_ROLLBACK_ALTER_E1.
-_TWO_PHASE_ALTER = 2 | 4 | 8
+#: A START ALTER runs nothing yet; a ROLLBACK ALTER ends an ALTER that never took effect.
+_NOT_RUN = st.FL_START_ALTER | st.FL_ROLLBACK_ALTER
+
+
+def runs_as_logged(status: QueryStatus) -> bool:
+    """Whether a Query event's statement is run where it is logged: not the START ALTER of a
+    two-phase ALTER (it runs at its COMMIT ALTER, after the transactions that committed
+    upstream while it ran, whose rows are in the table's old shape), nor its ROLLBACK ALTER
+    (the upstream undid it)."""
+    return not (status.gtid_flags3 or 0) & _NOT_RUN
 
 
 def sql_string(text: str) -> str:
@@ -204,12 +214,9 @@ def context_statements(
     Raises :class:`~binrelay.errors.ApplyError` for a context that cannot be reproduced.
     """
     del thread_id  # see the docstring
-    if status.gtid_flags3 and status.gtid_flags3 & _TWO_PHASE_ALTER:
-        # START ALTER runs the ALTER, COMMIT / ROLLBACK ALTER end it: their text is not a
-        # statement to run again (mariadb-binlog prints them as BINLOG events, not as SQL).
-        raise ApplyError(
-            "a two-phase ALTER (binlog_alter_two_phase) cannot be replayed as SQL",
-            hint="set binlog_alter_two_phase=OFF on the upstream")
+    if not runs_as_logged(status):
+        raise ApplyError("the START or ROLLBACK ALTER of a two-phase ALTER runs nothing",
+                         hint="report this: the ALTER runs at its COMMIT ALTER")
     out: list[str] = []
     use_db = bool(schema) and not suppress_use
     if use_db:

@@ -86,9 +86,12 @@ _NAMES = {value: name for name, value in list(globals().items())
 # Q_UPDATED_DB_NAMES: more databases than this are logged as OVER_MAX_DBS_IN_EVENT_MTS with
 # no names (MAX_DBS_IN_EVENT_MTS in MySQL's binlog_event.h).
 _MAX_DBS_IN_EVENT_MTS = 16
-# Gtid_log_event::FL_COMMIT_ALTER_E1 | FL_ROLLBACK_ALTER_E1: Q_GTID_FLAGS3 is then followed by
-# the 8-byte sequence number of the START ALTER it completes.
-_FL_COMMIT_OR_ROLLBACK_ALTER = 4 | 8
+# Gtid_log_event::FL_START_ALTER_E1, FL_COMMIT_ALTER_E1, FL_ROLLBACK_ALTER_E1 (Q_GTID_FLAGS3,
+# binlog_alter_two_phase): the ALTER is logged when it starts, and again when it committed or
+# was rolled back; with the last two Q_GTID_FLAGS3 is followed by the 8-byte sequence number
+# of the START ALTER they complete.
+FL_START_ALTER, FL_COMMIT_ALTER, FL_ROLLBACK_ALTER = 2, 4, 8
+_FL_COMMIT_OR_ROLLBACK_ALTER = FL_COMMIT_ALTER | FL_ROLLBACK_ALTER
 _MAX_SECOND_PART = 999_999
 
 

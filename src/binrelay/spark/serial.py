@@ -18,7 +18,7 @@ from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import Change
 from binrelay.apply.replay import Action, SessionStatement
 from binrelay.apply.sql import start_transaction_clause
-from binrelay.apply.statement_sql import context_statements
+from binrelay.apply.statement_sql import context_statements, runs_as_logged
 from binrelay.binlog import constants as c
 from binrelay.binlog.events import (
     FormatDescription,
@@ -165,7 +165,7 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                     if is_savepoint_statement(prefix):
                         actions.append(SessionStatement((seq, file_no, pos, 0), ev.schema,
                                                         ev.raw_query, ev.query, (), False))
-                    elif not is_transaction_control(prefix):
+                    elif not is_transaction_control(prefix) and runs_as_logged(ev.status):
                         raw, text = ev.raw_query, ev.query
                         cut = start_transaction_clause(raw)
                         if cut:
