@@ -204,6 +204,11 @@ STATEMENTS = [
     (1, "INSERT INTO app.s (v) VALUES ('in a transaction')"),
     (1, "DELETE FROM app.src WHERE k = 2"),
     (1, "COMMIT"),
+    # A client's comment before a statement: DML all the same (replayed once after a crash).
+    (1, "BEGIN"),
+    (1, "/* app: cart */ UPDATE app.s SET n = n * 2 WHERE n IS NOT NULL"),
+    (1, "-- batch job\nINSERT INTO app.s (v) VALUES ('commented')"),
+    (1, "COMMIT"),
     (2, "SET SESSION binlog_format = MIXED"),
     (2, "BEGIN"),
     (2, "INSERT INTO app.s (v, n) VALUES ('mixed', 1)"),

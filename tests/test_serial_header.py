@@ -63,3 +63,22 @@ def test_segments_of_a_file_read_with_one_decoder_as_each_with_its_own(
     assert [a.text for seg in together for _end, _gtid, actions in seg for a in actions] == [
         "CREATE TABLE app.t (id INT PRIMARY KEY, v INT)",
         "ALTER TABLE app.t ADD COLUMN w INT", "DROP TABLE app.t"]
+
+
+@pytest.mark.parametrize(("statement", "ddl"), [
+    ("CREATE TABLE t (id INT)", True),
+    ("  (SELECT 1)", False),
+    ("/* app: cart */ UPDATE t SET n = n + 1", False),
+    ("-- note\nINSERT INTO t VALUES (1)", False),
+    ("# note\n/* more */ DELETE FROM t", False),
+    ("/*!40000 ALTER TABLE t DISABLE KEYS */", True),
+    ("/*M!100301 INSERT INTO t VALUES (1) */", False),
+    ("/* a */ ALTER TABLE t ADD c INT", True),
+    ("CREATE TEMPORARY TABLE t (id INT)", False),
+    ("CREATE OR REPLACE TEMPORARY TABLE t (id INT)", False),
+    ("DROP TEMPORARY TABLE IF EXISTS t", False),
+    ("create or replace table t (id int)", True),
+    ("", False),
+])
+def test_which_statements_commit_by_themselves(statement: str, ddl: bool) -> None:
+    assert serial.commits_implicitly(statement) is ddl

@@ -21,7 +21,7 @@ from binrelay.apply.ddl_journal import (
     DdlJournal,
     catalog_print,
     decide,
-    earlier_catalog_print,
+    earlier_catalog_prints,
     ends_alone,
     evident,
 )
@@ -46,6 +46,7 @@ from binrelay.apply.sql import (
 )
 from binrelay.apply.statement_sql import reset_statements
 from binrelay.errors import (
+    DownstreamConnectionError,
     DownstreamDdlError,
     DownstreamError,
     DownstreamRowError,
@@ -201,8 +202,8 @@ def _ran_before(conn: Any, journal: DdlJournal, schema: str | None, statement: s
                 if recorded is not None and recorded != now.digest:
                     # Maybe journaled by an earlier release, which printed otherwise:
                     # compare like with like.
-                    earlier = earlier_catalog_print(cur, statement, schema)
-                    now = earlier if earlier.digest == recorded else now
+                    now = next((earlier for earlier in earlier_catalog_prints(
+                        cur, statement, schema) if earlier.digest == recorded), now)
                 if decide(statement, recorded, verdict, now, position=position,
                           journal=journal) == SKIP:
                     conn.commit()
@@ -321,6 +322,11 @@ def _ddl_failed(conn: Any, cur: Any, script: _DdlScript, index: int, error: Base
             code = errno_of(exc)
             if replay and code in kind.done_errors and (
                     code != 1146 or _renamed_already(cur, statement, schema)):
+                if owed:  # still in the DDL's context (autocommit on): not to be used
+                    raise DownstreamConnectionError(
+                        "the session's settings could not be restored after a DDL",
+                        hint="the sync goes on from its checkpoint on a new connection",
+                        position=position) from None
                 return DdlResult(False, code, server_message(exc))
             raise _ddl_error(exc, schema, statement, position) from None
     finally:

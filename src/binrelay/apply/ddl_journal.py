@@ -37,7 +37,7 @@ from binrelay.apply.statement_sql import sql_string
 from binrelay.errors import DdlOutcomeUnknownError
 
 __all__ = ["EVIDENT", "RUN", "SKIP", "CatalogPrint", "DdlJournal", "catalog_print", "decide",
-           "earlier_catalog_print", "ends_alone", "evident", "sql_words"]
+           "earlier_catalog_prints", "ends_alone", "evident", "sql_words"]
 
 RUN, SKIP = "run", "skip"
 
@@ -80,7 +80,8 @@ def _swaps(statement: str, kind: str) -> bool:
     if kind != "alter table":
         return False
     text = sql_words(statement)
-    return text is None or _EXCHANGE.search(text) is not None
+    # Text it cannot read for certain: the words as written (a literal may say them too).
+    return _EXCHANGE.search(statement if text is None else text) is not None
 
 #: The fingerprint of a journal row written for an :func:`evident` DDL, which has no print
 #: (its ``ran`` is 0: "run it", which a release before evident DDL also does with it).
@@ -232,10 +233,18 @@ def catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
                   exact_tables=True)
 
 
-def earlier_catalog_print(cur: Any, statement: str, schema: str | None) -> CatalogPrint:
-    """The print as binrelay took it until November 2026 (routines and events for every
-    statement, tables found by a scan): a journal row written then is compared with this."""
-    return _print(cur, statement, schema, routines=True, ids=True, exact_tables=False)
+def earlier_catalog_prints(cur: Any, statement: str, schema: str | None
+                           ) -> list[CatalogPrint]:
+    """The prints earlier releases took, for a journal row one of them wrote: until November
+    2026 routines and events for every statement, tables found by a scan; until this one an
+    EXCHANGE PARTITION without table ids, which cannot show whether it ran (its print says
+    so: ``unidentified``)."""
+    prints = [_print(cur, statement, schema, routines=True, ids=True, exact_tables=False)]
+    kind = ddl_kind(statement).name
+    if kind == "alter table" and _swaps(statement, kind):
+        blind = _print(cur, statement, schema, routines=False, ids=False, exact_tables=True)
+        prints.append(CatalogPrint(blind.digest, unidentified=True))
+    return prints
 
 
 def _print(cur: Any, statement: str, schema: str | None, *, routines: bool, ids: bool,

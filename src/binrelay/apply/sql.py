@@ -34,6 +34,7 @@ __all__ = [
     "replace_rows",
     "snippet",
     "sql_literal",
+    "statement_body",
     "trigger_ddl",
     "use_schema",
 ]
@@ -338,6 +339,20 @@ _KINDS: tuple[tuple[re.Pattern[str], DdlKind], ...] = tuple(
 _OTHER = DdlKind("other", frozenset())
 # Plain comments only: /*! and /*M! comments are executable and part of the statement.
 _LEADING_NOISE = re.compile(r"(?:\s+|/\*(?![!M]).*?\*/|(?:--\s|#)[^\n]*(?:\n|$))*", re.DOTALL)
+_EXECUTABLE_OPENS = re.compile(r"/\*M?!\d*")
+
+
+def statement_body(statement: str) -> str:
+    """``statement`` from its first word on: leading blanks and plain comments skipped, an
+    executable comment (``/*!NNNNN ...``, ``/*M!NNNNNN ...``) opened, as its text runs (a
+    client's ``/* app: ... */ UPDATE ...`` is an UPDATE)."""
+    at = 0
+    while True:
+        at = _LEADING_NOISE.match(statement, at).end()  # type: ignore[union-attr]
+        opened = _EXECUTABLE_OPENS.match(statement, at)
+        if opened is None:
+            return statement[at:]
+        at = opened.end()
 
 
 _START_TRANSACTION = re.compile(rb"\s+START\s+TRANSACTION\s*;?\s*$", re.IGNORECASE)

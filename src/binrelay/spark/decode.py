@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from binrelay.apply.statement_sql import runs_as_logged
 from binrelay.binlog.bytes import U32
 from binrelay.binlog.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
 from binrelay.binlog.framing import iter_events
@@ -161,7 +162,7 @@ def _ddl_rows(path: Path, segment: Segment) -> Iterator[Any]:
             ev = decoder.decode(raw, pos)
             if isinstance(ev, MariadbGtidEvent | MysqlGtidEvent):
                 gtid = ev.gtid
-            elif isinstance(ev, QueryEvent) and \
+            elif isinstance(ev, QueryEvent) and runs_as_logged(ev.status) and \
                     not is_transaction_control(ev.raw_query[:32]):
                 rows.add_ddl(pos=pos, end_pos=pos + len(raw), gtid=gtid,
                              commit_ts=ev.header.timestamp, schema=ev.schema, query=ev.query)

@@ -10,6 +10,7 @@ thread runs it; row events become one statement per row, in order.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -17,7 +18,7 @@ from typing import Any, NamedTuple
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import Change
 from binrelay.apply.replay import Action, SessionStatement
-from binrelay.apply.sql import start_transaction_clause
+from binrelay.apply.sql import start_transaction_clause, statement_body
 from binrelay.apply.statement_sql import context_statements, runs_as_logged
 from binrelay.binlog import constants as c
 from binrelay.binlog.events import (
@@ -61,16 +62,19 @@ _CANNOT_REPLAY = {
 }
 
 
+#: Temporary tables do not end a transaction.
+_TEMPORARY = re.compile(r"(?:CREATE\s+(?:OR\s+REPLACE\s+)?|DROP\s+)TEMPORARY\b", re.IGNORECASE)
+
+
 def commits_implicitly(statement: str) -> bool:
-    word = statement.lstrip(" \t\r\n(").split(None, 1)
-    if not word:
+    """Whether ``statement`` is a DDL (it commits by itself): its first word, past leading
+    comments (a client's ``/* ... */ UPDATE`` is DML), is no DML's, and it is not on a
+    temporary table."""
+    body = statement_body(statement).lstrip(" \t\r\n(")
+    words = body.split(None, 1)
+    if not words or words[0].upper() in _DML_WORDS:
         return False
-    first = word[0].upper()
-    if first in _DML_WORDS:
-        return False
-    rest = word[1].lstrip().upper() if len(word) > 1 else ""
-    # Temporary tables do not end a transaction.
-    return not (first in ("CREATE", "DROP") and rest.startswith("TEMPORARY"))
+    return _TEMPORARY.match(body) is None
 
 
 class FileReader(NamedTuple):
@@ -183,7 +187,7 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                     intvars, rand, user_vars = [], None, []
                     if ends_transaction(prefix):
                         yield pos + len(raw), gtid, actions
-                        actions, gtid = [], None
+                        actions, gtid, after_ddl = [], None, False
                 elif isinstance(ev, RowsEvent):
                     if after_ddl:
                         yield None, gtid, actions
@@ -203,7 +207,7 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                 elif isinstance(ev, XidEvent) or \
                         ev.header.event_type == c.XA_PREPARE_LOG_EVENT:
                     yield pos + len(raw), gtid, actions
-                    actions, gtid = [], None
+                    actions, gtid, after_ddl = [], None, False
     if actions or gtid is not None:
         yield segment.stop, gtid, actions
 

@@ -58,7 +58,7 @@ from binrelay.apply.downstream import Downstream, downstream_lost, pooled_connec
 from binrelay.apply.replay import Action, SessionStatement, SkippedTriggers, replay_actions
 from binrelay.apply.sql import ddl_kind
 from binrelay.config import Config
-from binrelay.errors import DownstreamConnectionError, UnfaithfulApplyError
+from binrelay.errors import ApplyError, DownstreamConnectionError, UnfaithfulApplyError
 from binrelay.gtid import advance_gtid_set
 from binrelay.position import Position, binlog_sort_key
 from binrelay.relay import consumers
@@ -804,7 +804,9 @@ class SyncPipeline:
             for segment in segments:
                 for end_off, gtid, actions in segment_actions(self.relay_dir, segment,
                                                               lambda: self.rules, headers):
-                    assert end_off is not None, "a rows-only batch holds no DDL"
+                    if end_off is None:  # a DDL's own rows: no rows-only batch has them
+                        raise ApplyError("a DDL in a batch of rows only",
+                                         hint="report this: the batch was planned wrong")
                     after = segment.position(end_off)
                     after_gtids = advance_gtid_set(current_gtids, [gtid] if gtid else [])
                     update = CheckpointUpdate(self.name, current, after, after_gtids,
