@@ -371,6 +371,13 @@ def test_a_two_phase_alter(mariadb_factory, tmp_path: Path, spark, monkeypatch,
         env.sync(spark)
     assert_converged(env)
     assert env.downstream.execute("SELECT z FROM app.t WHERE id = 300001") == ((3,),)
+    # The relaylog source shows each ALTER that took effect once, at its COMMIT ALTER.
+    statements = [r.query for r in spark.read.format("relaylog")
+                  .option("relay_dir", str(env.relay_dir)).load()
+                  .where("op = 'ddl'").select("query").collect()]
+    assert sum("ADD COLUMN z" in q for q in statements) == 1
+    assert sum("ADD COLUMN x" in q for q in statements) == 1
+    assert not any("ADD UNIQUE" in q for q in statements)
 
 
 STORED_AS_IS = [
