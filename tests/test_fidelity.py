@@ -324,6 +324,41 @@ def test_partition_maintenance(env: Env, spark) -> None:
     converge(env, spark, PARTITION_MAINTENANCE)
 
 
+def test_a_statement_that_failed_part_way_upstream(mariadb_factory, tmp_path: Path,
+                                                   spark) -> None:
+    """A statement-format INSERT into a MyISAM table that failed part way is logged with its
+    error: a replica runs it, meets the same error having done the same part, and goes on.
+    (Not crash-replayed: a MyISAM change cannot commit with the checkpoint.)"""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run([SCHEMA, "CREATE TABLE app.m (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+             "CREATE TABLE app.i (id INT PRIMARY KEY) ENGINE=InnoDB",
+             "INSERT INTO app.m VALUES (5, 5)",
+             (1, "SET SESSION binlog_format = 'STATEMENT'")])
+    with pytest.raises(pymysql.err.IntegrityError):
+        env.run([(1, "INSERT INTO app.m VALUES (1, 1), (5, 6), (7, 7)")])
+    env.run([(1, "BEGIN"), (1, "INSERT INTO app.i VALUES (1)")])
+    with pytest.raises(pymysql.err.IntegrityError):
+        env.run([(1, "INSERT INTO app.m VALUES (2, 2), (5, 6)")])
+    env.run([(1, "COMMIT"), (1, "INSERT INTO app.m VALUES (8, 8)")])
+    assert env.upstream.execute("SELECT id FROM app.m ORDER BY id") == ((1,), (2,), (5,), (8,))
+    env.relay()
+    env.sync(spark)
+    assert_converged(env)
+
+
+def test_a_statement_that_failed_upstream_but_not_downstream_stops(
+        mariadb_factory, tmp_path: Path, spark) -> None:
+    env = make_env(mariadb_factory, tmp_path)
+    env.run([SCHEMA, "CREATE TABLE app.m (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+             (1, "SET SESSION sql_log_bin = 0"), (1, "INSERT INTO app.m VALUES (5, 5)"),
+             (2, "SET SESSION binlog_format = 'STATEMENT'")])
+    with pytest.raises(pymysql.err.IntegrityError):
+        env.run([(2, "INSERT INTO app.m VALUES (1, 1), (5, 6), (7, 7)")])
+    env.relay()
+    with pytest.raises(UnfaithfulApplyError, match=r"failed upstream \(error 1062\) but not"):
+        env.sync(spark)
+
+
 @pytest.mark.parametrize("crashes", [False, True], ids=["straight", "crashes"])
 def test_a_two_phase_alter(mariadb_factory, tmp_path: Path, spark, monkeypatch,
                            crashes: bool) -> None:

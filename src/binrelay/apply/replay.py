@@ -24,7 +24,7 @@ from binrelay.apply.applier import ordered_statements, run_statement
 from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.ddl import LeftContext, apply_ddl
 from binrelay.apply.ddl_journal import DdlJournal
-from binrelay.apply.downstream import map_error
+from binrelay.apply.downstream import errno_of, map_error
 from binrelay.apply.sql import quote_table, snippet, trigger_ddl
 from binrelay.apply.statement_sql import reset_statements
 from binrelay.errors import UnfaithfulApplyError
@@ -88,6 +88,9 @@ class SessionStatement:
     ddl: bool
     #: User variables the setup sets (cleared after the statement).
     user_vars: tuple[str, ...] = ()
+    #: The error the statement ended with upstream, logged with it (0: none): a statement on
+    #: a non-transactional table that failed part way is logged for what it did.
+    expected_error: int = 0
 
 
 Action = Change | SessionStatement
@@ -156,11 +159,25 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
 
 
 def _statement(conn: Any, st: SessionStatement) -> None:
+    """Run ``st`` in its context; as a replica's SQL thread, it must end as it did upstream:
+    with no error, or with the error the upstream logged (it did the same part here)."""
     with conn.cursor() as cur:
         try:
             for sql in st.setup:
                 cur.execute(sql)
-            cur.execute(st.raw)
+            try:
+                cur.execute(st.raw)
+            except pymysql.MySQLError as exc:
+                if not st.expected_error or errno_of(exc) != st.expected_error:
+                    raise
+            else:
+                if st.expected_error:
+                    raise UnfaithfulApplyError(
+                        f"statement {snippet(st.text, 60)!r} failed upstream (error"
+                        f" {st.expected_error}) but not downstream: the part it did differs",
+                        position=st.position,
+                        hint="the downstream's rows differ from the upstream's; resynchronise"
+                             " this table from the upstream")
         except pymysql.MySQLError as exc:
             raise map_error(exc, f"replaying statement {snippet(st.text)!r}",
                              position=st.position) from None

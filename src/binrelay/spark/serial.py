@@ -183,7 +183,7 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                             suppress_use=bool(ev.header.flags & c.LOG_EVENT_SUPPRESS_USE_F))
                         actions.append(SessionStatement(
                             (seq, file_no, pos, 0), ev.schema, raw, text, tuple(setup),
-                            after_ddl, tuple(v.name for v in user_vars)))
+                            after_ddl, tuple(v.name for v in user_vars), ev.error_code))
                     intvars, rand, user_vars = [], None, []
                     if ends_transaction(prefix):
                         yield pos + len(raw), gtid, actions
