@@ -83,6 +83,7 @@ def _swaps(statement: str, kind: str) -> bool:
     # Text it cannot read for certain: the words as written (a literal may say them too).
     return _EXCHANGE.search(statement if text is None else text) is not None
 
+
 #: The fingerprint of a journal row written for an :func:`evident` DDL, which has no print
 #: (its ``ran`` is 0: "run it", which a release before evident DDL also does with it).
 EVIDENT = "-" * 64
