@@ -3,7 +3,8 @@
 A scenario is a list of *sessions*, each a list of SQL statements run on one upstream
 connection (so that session settings such as ``binlog_format``, ``sql_mode`` or
 ``time_zone`` hold for the statements after them); sessions run one after the other, or
-interleaved when a statement is a ``(session index, sql)`` pair.  The check is the one a
+interleaved when a statement is a ``(session index, sql)`` pair (``(i, None)`` ends session
+``i``, as a client disconnecting).  The check is the one a
 native replica meets: after the sync every user table equals the upstream's, by CHECKSUM
 TABLE and by a sorted dump of its rows, and the checkpoint says consistent.
 """
@@ -25,7 +26,7 @@ from relay_helpers import relay_until_caught_up, run_binrelay, write_config
 
 SYSTEM = ("mysql", "information_schema", "performance_schema", "sys", "binrelay")
 
-Step = str | tuple[int, str]
+Step = str | tuple[int, str | None]
 
 
 @dataclass
@@ -44,9 +45,13 @@ class Env:
         return conn
 
     def run(self, steps: Sequence[Step]) -> None:
-        """Run ``steps`` upstream: plain SQL on session 0, ``(i, sql)`` on session ``i``."""
+        """Run ``steps`` upstream: plain SQL on session 0, ``(i, sql)`` on session ``i``,
+        ``(i, None)`` ends session ``i``."""
         for step in steps:
             index, sql = (0, step) if isinstance(step, str) else step
+            if sql is None:
+                self.connections.pop(index).close()
+                continue
             with self.session(index).cursor() as cur:
                 cur.execute(sql)
 
@@ -100,7 +105,7 @@ def sync_with_crashes(env: Env, spark: Any, monkeypatch: Any) -> int:
 
 def make_env(mariadb_factory: Callable[..., Any], tmp: Path, *,
              upstream_args: Sequence[str] = (), downstream_args: Sequence[str] = (),
-             sync: dict[str, Any] | None = None) -> Env:
+             sync: dict[str, Any] | None = None, user: str = "root") -> Env:
     upstream = mariadb_factory(server_id=1, extra_args=list(upstream_args))
     downstream = mariadb_factory(server_id=2, extra_args=list(downstream_args))
     relay_dir = tmp / "relay"
@@ -111,7 +116,7 @@ def make_env(mariadb_factory: Callable[..., Any], tmp: Path, *,
     settings.update(sync or {})
     config = write_config(
         tmp / "binrelay.toml", upstream, relay_dir,
-        to={"host": downstream.host, "port": downstream.port, "user": "root", "password": ""},
+        to={"host": downstream.host, "port": downstream.port, "user": user, "password": ""},
         sync=settings)
     return Env(upstream, downstream, relay_dir, config, tmp)
 

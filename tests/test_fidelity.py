@@ -21,9 +21,12 @@ import pymysql
 import pytest
 
 import binrelay.spark.sync as sync_module
-from binrelay.errors import DownstreamRowError, UnfaithfulApplyError
+from binrelay.config import load_config
+from binrelay.errors import DownstreamRowError, DownstreamSchemaError, UnfaithfulApplyError
+from binrelay.spark.sync import SyncPipeline
 from binrelay.spark.tasks import apply_with_checkpoint
 from fidelity import Env, assert_converged, make_env, sync_with_crashes
+from relay_helpers import relay_until_caught_up
 
 VARIANTS = {
     "full": ((), ()),
@@ -815,6 +818,135 @@ def test_time_zones_json_upserts_and_multi_table_statements(env: Env, spark) -> 
     converge(env, spark, SESSION_TYPES_AND_MULTI_TABLE)
 
 
+TEMPORARY_TABLES = [
+    SCHEMA,
+    "CREATE TABLE app.t (id INT PRIMARY KEY, v BIGINT, who INT)",
+    "CREATE TABLE app.u (id INT PRIMARY KEY)",
+    (1, "SET SESSION binlog_format = 'MIXED'"),
+    (2, "SET SESSION binlog_format = 'MIXED'"),
+    (3, "SET SESSION binlog_format = 'STATEMENT'"),
+    # Two sessions' temporary tables of one name, interleaved: each its own, as on a replica
+    # (MariaDB keys them by the session's pseudo_thread_id).
+    (1, "CREATE TEMPORARY TABLE app.tmp (id INT)"),
+    (2, "CREATE TEMPORARY TABLE app.tmp (id INT, n INT)"),
+    (1, "INSERT INTO app.tmp VALUES (1), (2)"),
+    (2, "INSERT INTO app.tmp VALUES (10, 1), (20, 2), (30, 3)"),
+    # DDL between (batches of their own), then the temporary tables used again.
+    "CREATE TABLE app.w (id INT PRIMARY KEY)",
+    (1, "INSERT INTO app.t SELECT id, (SELECT COUNT(*) FROM app.tmp), 1 FROM app.tmp"),
+    (2, "INSERT INTO app.t SELECT id, n, 2 FROM app.tmp"),
+    # IF NOT EXISTS and OR REPLACE meet the session's own table, not another's.
+    (3, "CREATE TEMPORARY TABLE IF NOT EXISTS app.tmp (id INT)"),
+    (3, "INSERT INTO app.tmp VALUES (100)"),
+    (1, "CREATE OR REPLACE TEMPORARY TABLE app.tmp (id INT)"),
+    (1, "INSERT INTO app.tmp VALUES (3)"),
+    (3, "INSERT INTO app.t SELECT id, (SELECT COUNT(*) FROM app.tmp), 3 FROM app.tmp"),
+    # A session that ends drops its own (the upstream logs DROP ... IF EXISTS), not others'.
+    (1, None),
+    (2, "INSERT INTO app.t SELECT id + 1, n, 2 FROM app.tmp"),
+    # A table made from a temporary one: a DDL in its session's context.
+    (2, "CREATE TABLE app.copy AS SELECT * FROM app.tmp"),
+    # A temporary table in front of a real one of its name: the session's statements see
+    # it; rows logged for the real table right after that session's DDL (rows between
+    # DDL: replayed in the same downstream session) go to the real one.
+    (3, "CREATE TEMPORARY TABLE app.u (id INT PRIMARY KEY)"),
+    (3, "INSERT INTO app.u VALUES (7)"),
+    (3, "CREATE TABLE app.z (id INT PRIMARY KEY)"),
+    "INSERT INTO app.u VALUES (1)",
+    "ALTER TABLE app.w ADD COLUMN x INT",
+    (3, "INSERT INTO app.t SELECT id + 1000, 0, 3 FROM app.u"),
+    (3, "DROP TEMPORARY TABLE app.u"),
+    (3, "INSERT INTO app.u VALUES (2)"),
+    # CONNECTION_ID() is the upstream session's.
+    (3, "INSERT INTO app.t VALUES (5000, CONNECTION_ID(), 3)"),
+    (2, "INSERT INTO app.t VALUES (5001, CONNECTION_ID(), 2)"),
+]
+
+
+def test_temporary_tables_of_several_sessions(env: Env, spark) -> None:
+    converge(env, spark, TEMPORARY_TABLES)
+
+
+def test_a_temporary_table_lost_with_a_restart_stops_the_sync(env: Env, spark) -> None:
+    """A statement-format session's temporary table lives in the sync's downstream session
+    only: a sync restarted while the upstream session still uses it cannot replay that use
+    (as a replica whose server restarted); it stops with one line saying so."""
+    env.run([SCHEMA, "CREATE TABLE app.t (id INT PRIMARY KEY)",
+             (1, "SET SESSION binlog_format = 'MIXED'"),
+             (1, "CREATE TEMPORARY TABLE app.tmp (id INT)"),
+             (1, "INSERT INTO app.tmp VALUES (1)")])
+    relay_until_caught_up(env.config, env.upstream, env.relay_dir, env.tmp / "relay.log")
+    env.sync(spark)
+    env.run([(1, "INSERT INTO app.t SELECT * FROM app.tmp")])
+    env.relay()
+    with pytest.raises(DownstreamSchemaError, match="temporary table, it was lost"):
+        env.sync(spark)  # a new process: a new downstream session
+    assert env.downstream.scalar("SELECT COUNT(*) FROM app.t") == 0
+
+
+def test_an_upstream_restart_ends_its_sessions_temporary_tables(mariadb_factory,
+                                                               tmp_path: Path,
+                                                               spark) -> None:
+    """The upstream crashed with a session's temporary table open (no DROP logged): after
+    its restart, a new session with the same thread id must not find it downstream, as it
+    does not upstream (a replica drops them at the restarted upstream's first binlog)."""
+    env = make_env(mariadb_factory, tmp_path,
+                   upstream_args=("--sync-binlog=1", "--innodb-flush-log-at-trx-commit=1"))
+    env.run([SCHEMA, "CREATE TABLE app.t (id INT PRIMARY KEY, v INT)"])
+    # Ids the restarted server gives out before the session's comes round again.
+    spare = [env.upstream.connect() for _ in range(20)]
+    temporary = [(1, "SET SESSION binlog_format = 'MIXED'"),
+                 (1, "CREATE TEMPORARY TABLE IF NOT EXISTS app.tmp (id INT)")]
+    env.run([*temporary, (1, "INSERT INTO app.tmp VALUES (1)")])
+    thread = env.session(1).thread_id()
+    pipeline = SyncPipeline(load_config(env.config), spark=spark)
+    relay_until_caught_up(env.config, env.upstream, env.relay_dir, env.tmp / "relay.log")
+    pipeline.run(until_caught_up=True)  # the temporary table is in its session now
+    env.upstream.kill()
+    env.connections.clear()
+    del spare
+    env.upstream.start()
+    for _ in range(200):
+        conn = env.upstream.connect()
+        if conn.thread_id() == thread:
+            env.connections[1] = conn
+            break
+        conn.close()
+    assert env.connections, f"no session of thread id {thread} after the restart"
+    env.run([*temporary, (1, "INSERT INTO app.tmp VALUES (2)"),
+             (1, "INSERT INTO app.t SELECT id, 0 FROM app.tmp")])
+    env.relay()
+    pipeline.run(until_caught_up=True)
+    assert_converged(env)
+    assert env.downstream.scalar("SELECT COUNT(*) FROM app.t") == 1
+
+
+def test_an_applier_that_may_not_take_thread_ids(mariadb_factory, tmp_path: Path,
+                                                spark) -> None:
+    """An apply user without BINLOG REPLAY (or SUPER) cannot keep the upstream sessions'
+    temporary tables apart, nor give CONNECTION_ID() theirs: statements without either are
+    replayed, the first with either stops the sync with one line saying what to grant."""
+    env = make_env(mariadb_factory, tmp_path, user="applier")
+    for sql in ("CREATE USER 'applier'@'%'", "GRANT ALL ON *.* TO 'applier'@'%'",
+                "REVOKE SUPER, BINLOG REPLAY ON *.* FROM 'applier'@'%'"):
+        env.downstream.execute(sql)
+    env.run([SCHEMA, "CREATE TABLE app.t (id INT PRIMARY KEY, v BIGINT)",
+             (1, "SET SESSION binlog_format = 'STATEMENT'"),
+             (1, "INSERT INTO app.t VALUES (1, 1), (2, 2)"),
+             (1, "UPDATE app.t SET v = v + 1")])
+    converge(env, spark, [])
+    for made in ("CREATE TEMPORARY TABLE app.tmp (id INT)",
+                 "INSERT INTO app.t VALUES (3, CONNECTION_ID())"):
+        env.run([(1, "SET SESSION binlog_format = 'STATEMENT'"), (1, made)])
+        env.relay()
+        with pytest.raises(UnfaithfulApplyError, match="BINLOG REPLAY") as stopped:
+            env.sync(spark)
+        assert "thread id" in str(stopped.value)
+        env.downstream.execute("GRANT BINLOG REPLAY ON *.* TO 'applier'@'%'")
+        converge(env, spark, [])
+        env.downstream.execute("REVOKE BINLOG REPLAY ON *.* FROM 'applier'@'%'")
+
+
 @pytest.mark.parametrize("steps", [FOREIGN_KEYS, TRIGGERS, GENERATED, UNIQUE_SWAPS, VERSIONED,
                                    SEQUENCES, COLLATED_KEYS, ODD_KEYS],
                          ids=["foreign-keys", "triggers", "generated", "unique-swaps",
@@ -839,9 +971,9 @@ def test_the_drivers_own_apply(mariadb_factory, tmp_path: Path, spark, steps,
 
 
 @pytest.mark.parametrize("steps", [FOREIGN_KEYS, STATEMENTS, XA, GENERATED, VERSIONED,
-                                   SEQUENCES],
+                                   SEQUENCES, TEMPORARY_TABLES],
                          ids=["foreign-keys", "statements", "xa", "generated", "versioned",
-                              "sequences"])
+                              "sequences", "temporary-tables"])
 def test_strict_mode(mariadb_factory, tmp_path: Path, spark, steps) -> None:
     env = make_env(mariadb_factory, tmp_path, sync={"mode": "strict"})
     converge(env, spark, steps)

@@ -82,3 +82,19 @@ def test_segments_of_a_file_read_with_one_decoder_as_each_with_its_own(
 ])
 def test_which_statements_commit_by_themselves(statement: str, ddl: bool) -> None:
     assert serial.commits_implicitly(statement) is ddl
+
+
+@pytest.mark.parametrize(("statement", "own"), [
+    ("CREATE TEMPORARY TABLE t (id INT)", True),
+    ("/* job */ create or replace temporary table t AS SELECT 1", True),
+    ("CREATE TEMPORARY SEQUENCE s", True),
+    ("INSERT INTO t VALUES (CONNECTION_ID())", True),
+    ("UPDATE t SET owner = connection_id ()", True),
+    ("CREATE TABLE t (id INT)", False),
+    ("DROP TEMPORARY TABLE t", False),
+    ("INSERT INTO t SELECT * FROM tmp", False),
+    ("INSERT INTO t (connection_ids) VALUES (1)", False),
+])
+def test_which_statements_need_their_sessions_thread_id(statement: str, own: bool) -> None:
+    """Without ``pseudo_thread_id`` downstream these cannot be replayed as a replica does."""
+    assert serial.needs_own_thread(statement) is own

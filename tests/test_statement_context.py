@@ -461,6 +461,11 @@ def test_context_defaults_for_what_was_not_logged() -> None:
     (ddl,) = context_statements(QueryStatus(), schema="", timestamp=1, thread_id=1,
                                 mariadb_upstream=True, autocommit=True)
     assert "@@session.autocommit = 1" in ddl
+    # The upstream session's thread id, when the downstream session may take it.
+    (own,) = context_statements(QueryStatus(), schema="", timestamp=1, thread_id=4711,
+                                mariadb_upstream=True, pseudo_thread=True)
+    assert "@@session.pseudo_thread_id = 4711" in own
+    assert "pseudo_thread_id" not in ddl
     # CREATE/DROP DATABASE (LOG_EVENT_SUPPRESS_USE_F): the database is not made the default.
     assert not context_statements(QueryStatus(), schema="d", timestamp=1, thread_id=1,
                                   mariadb_upstream=True, suppress_use=True)[0].startswith("USE")

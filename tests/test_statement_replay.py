@@ -343,13 +343,13 @@ def check_against_mariadb_binlog(path: Any, g: Group, version: str) -> None:
     ours = dict(_sets("\n".join(context_statements(
         q.status, schema=q.schema, timestamp=q.header.timestamp, thread_id=q.thread_id,
         intvars=g.intvars, rand=g.rand, user_vars=g.user_vars, mariadb_upstream=True,
-        upstream_version=version, autocommit=True,
+        upstream_version=version, autocommit=True, pseudo_thread=True,
         suppress_use=bool(q.header.flags & c.LOG_EVENT_SUPPRESS_USE_F)))))
     ours["sql_mode"] = str(s.sql_mode_bits(ours["sql_mode"].strip("'"), mariadb=True))
     # A name there, an id here.
     assert q.status.charset is not None
     assert ours["character_set_client"] == str(q.status.charset[0])
-    del theirs["character_set_client"], theirs["pseudo_thread_id"]
+    del theirs["character_set_client"]
     assert theirs, out
     for name, value in theirs.items():
         if name == "collation_database" and value == "DEFAULT":

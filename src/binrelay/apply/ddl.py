@@ -44,7 +44,7 @@ from binrelay.apply.sql import (
     rename_targets,
     snippet,
 )
-from binrelay.apply.statement_sql import reset_statements
+from binrelay.apply.statement_sql import reset_statements, sets_pseudo_thread
 from binrelay.errors import (
     DownstreamConnectionError,
     DownstreamDdlError,
@@ -125,7 +125,7 @@ def apply_ddl(
             and _goes_ahead(left.ahead, journal, schema, statement, raw):
         entry = journal.begin_sql(position, EVIDENT, statement, ran=0)
         script = _ddl_script(schema, statement, setup, raw, entry, left.take(), position)
-        left.pending = reset_statements() if script.context else []
+        left.pending = script.reset()
         left.ahead.add(conn, _Ahead.of(script, journal, replay, conn.encoding),
                        (schema, tuple(setup)))
         return DdlResult(True, message="sent ahead")
@@ -246,6 +246,13 @@ class _DdlScript:
     use: int
     #: The DDL runs in an upstream context: the session owes a reset after it.
     context: bool
+    #: The script gives the session an upstream session's thread id (its context), or
+    #: takes one back (its lead): a reset after it takes it back.
+    own_thread: bool = False
+
+    def reset(self) -> list[str]:
+        """What the session owes after the script."""
+        return reset_statements(pseudo_thread=self.own_thread) if self.context else []
 
 
 def _ddl_script(schema: str | None, statement: str, setup: Sequence[str], raw: bytes | None,
@@ -257,7 +264,8 @@ def _ddl_script(schema: str | None, statement: str, setup: Sequence[str], raw: b
     context = [sql for sql in setup if not sql.upper().startswith("USE ")]
     return _DdlScript(schema, statement, position,
                       [*journaled, *use, *context, statement if raw is None else raw],
-                      len(lead), len(journaled), len(use), bool(context))
+                      len(lead), len(journaled), len(use), bool(context),
+                      sets_pseudo_thread([*lead, *context]))
 
 
 def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
@@ -277,12 +285,12 @@ def _run_ddl(conn: Any, schema: str | None, statement: str, *, replay: bool,
                                left=left)
         except BaseException:
             if script.context or script.lead:
-                _reset(cur)
+                _reset(cur, script)
             raise
         if left is not None:
-            left.pending = reset_statements() if script.context else []
+            left.pending = script.reset()
         elif script.context:
-            _reset(cur)
+            _reset(cur, script)
     if in_transaction(conn):  # a DDL commits by itself; CREATE TEMPORARY TABLE does not
         conn.commit()
     return DdlResult(True)
@@ -314,11 +322,11 @@ def _ddl_failed(conn: Any, cur: Any, script: _DdlScript, index: int, error: Base
                 raise _ddl_error(error, schema, statement, position) from None
             query_rows(cur, script.script[script.journaled + script.use:])
             if left is not None:
-                left.pending = reset_statements() if script.context else []
+                left.pending = script.reset()
                 owed = False
         except pymysql.MySQLError as exc:
             if owed:
-                owed = not _reset(cur)
+                owed = not _reset(cur, script)
             code = errno_of(exc)
             if replay and code in kind.done_errors and (
                     code != 1146 or _renamed_already(cur, statement, schema)):
@@ -331,7 +339,7 @@ def _ddl_failed(conn: Any, cur: Any, script: _DdlScript, index: int, error: Base
             raise _ddl_error(exc, schema, statement, position) from None
     finally:
         if owed:
-            _reset(cur)
+            _reset(cur, script)
     if in_transaction(conn):
         conn.commit()
     return DdlResult(True)
@@ -547,10 +555,11 @@ class DdlsAhead:
         _applied(script.position)
 
 
-def _reset(cur: Any) -> bool:
-    """The applier's own session settings back; False if the server could not be told."""
+def _reset(cur: Any, script: _DdlScript) -> bool:
+    """The applier's own session settings back after ``script``; False if the server could
+    not be told."""
     try:
-        for sql in reset_statements():
+        for sql in reset_statements(pseudo_thread=script.own_thread):
             cur.execute(sql)
     except pymysql.MySQLError:
         return False

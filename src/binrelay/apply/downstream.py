@@ -211,6 +211,21 @@ _KEEP_IDLE = 8
 _PING_AFTER = 1.0
 
 
+def still_open(conn: Any, idle_since: float) -> bool:
+    """Whether ``conn``, unused since ``idle_since`` (monotonic), is still open: asked
+    of the server after ``_PING_AFTER`` seconds (it may have restarted meanwhile); closed
+    here when it is not."""
+    if time.monotonic() - idle_since <= _PING_AFTER:
+        return True
+    try:
+        conn.ping(reconnect=False)
+    except pymysql.MySQLError:
+        with contextlib.suppress(Exception):
+            conn.close()
+        return False
+    return True
+
+
 def _take_idle(downstream: Downstream) -> Any:
     idle = _IDLE.get(downstream)
     while idle:
@@ -218,15 +233,8 @@ def _take_idle(downstream: Downstream) -> Any:
             conn, returned = idle.pop()
         except IndexError:  # another thread took the last one
             break
-        if time.monotonic() - returned <= _PING_AFTER:
+        if still_open(conn, returned):
             return conn
-        try:
-            conn.ping(reconnect=False)
-        except pymysql.MySQLError:
-            with contextlib.suppress(Exception):
-                conn.close()
-            continue
-        return conn
     return None
 
 
@@ -273,7 +281,7 @@ def server_message(exc: BaseException) -> str:
 
 def map_error(
     exc: BaseException, action: str, *, table: TableRef | None = None,
-    position: tuple[int, ...] | None = None,
+    position: tuple[int, ...] | None = None, hint: str | None = None,
 ) -> DownstreamError:
     code = errno_of(exc)
     cls: type[DownstreamError] = DownstreamError
@@ -289,7 +297,7 @@ def map_error(
         cls = DownstreamConnectionError
     message = f"downstream error while {action}: {server_message(exc)} (error {code})"
     return cls(message, table=None if table is None else str(table), position=position,
-               errno=code)
+               errno=code, hint=hint)
 
 
 def downstream_lost(exc: BaseException) -> DownstreamConnectionError | None:

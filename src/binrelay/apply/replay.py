@@ -14,7 +14,9 @@ that commits implicitly (DDL) runs with the replay tolerance of :func:`apply_ddl
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+import logging
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,12 +26,96 @@ from binrelay.apply.applier import ordered_statements, run_statement
 from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.ddl import LeftContext, apply_ddl
 from binrelay.apply.ddl_journal import DdlJournal
-from binrelay.apply.downstream import errno_of, map_error
+from binrelay.apply.downstream import Downstream, errno_of, map_error, still_open
 from binrelay.apply.sql import quote_table, snippet, trigger_ddl
-from binrelay.apply.statement_sql import reset_statements
+from binrelay.apply.statement_sql import reset_statements, sets_pseudo_thread
 from binrelay.errors import UnfaithfulApplyError
 
-__all__ = ["Action", "SessionStatement", "SkippedTriggers", "replay_actions"]
+__all__ = ["Action", "ReplaySession", "SessionStatement", "SkippedTriggers", "replay_actions"]
+
+log = logging.getLogger(__name__)
+
+#: ER_SPECIFIC_ACCESS_DENIED_ERROR: "you need (at least one of) the ... privilege(s)".
+_NEEDS_PRIVILEGE = 1227
+#: A statement's table is missing downstream (1146): the usual hint, and the case of a
+#: statement-format upstream's temporary tables, which live only as long as the session.
+_LOST_TEMPORARY = (
+    "create the table downstream as the upstream has it and run again; if it is an upstream"
+    " session's temporary table, it was lost with the sync's downstream session (a restart):"
+    " resynchronise the tables that session wrote, and keep temporary tables out of the"
+    " binlog upstream (binlog_format=ROW)")
+#: The largest wait_timeout (seconds) MariaDB and MySQL take.
+_LONGEST_WAIT = 31_536_000
+
+
+class ReplaySession:
+    """The one downstream session that transactions replayed in relay order run on (barrier
+    batches, strict mode), kept for the pipeline's life as a replica keeps its SQL thread's:
+    the upstream sessions' temporary tables, made by their statements, live in it from one
+    batch to the next.  The server must not close it for being idle between them
+    (``wait_timeout``).  A use that raises closes it: its temporary tables are gone then,
+    as a replica's are when its server restarts."""
+
+    def __init__(self, downstream: Downstream) -> None:
+        self.downstream = downstream
+        #: Whether the session may take each upstream session's thread id
+        #: (``pseudo_thread_id``), known once it is open.
+        self.pseudo_thread = False
+        #: A statement made a temporary table in it (its loss is worth a line in the log).
+        self.temporary = False
+        self._conn: Any = None
+        self._idle_since = 0.0
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[Any]:
+        conn = self._conn
+        if conn is not None and not still_open(conn, self._idle_since):
+            self.close()  # (the downstream restarted, or closed it)
+            conn = None
+        if conn is None:
+            conn = self.downstream.connect()
+            try:
+                self.pseudo_thread = _prepare(conn)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    conn.close()
+                raise
+            self._conn = conn
+        try:
+            yield conn
+        except BaseException:
+            self.close()
+            raise
+        self._idle_since = time.monotonic()
+
+    def close(self, *, lost: bool = True) -> None:
+        """Close the session; ``lost``: its temporary tables were still wanted (worth a
+        warning), not dropped on purpose."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        with contextlib.suppress(Exception):
+            conn.close()
+        if self.temporary and lost:
+            log.warning("the downstream session holding the upstream sessions' temporary"
+                        " tables was closed: statements that still use them will fail")
+        self.temporary = False
+
+
+def _prepare(conn: Any) -> bool:
+    """Sets the session's idle timeout; returns whether it may set ``pseudo_thread_id``."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute(f"SET SESSION wait_timeout = {_LONGEST_WAIT}")
+            try:
+                cur.execute("SET @@session.pseudo_thread_id = @@session.pseudo_thread_id")
+            except pymysql.MySQLError as exc:
+                if errno_of(exc) == _NEEDS_PRIVILEGE:
+                    return False
+                raise
+        except pymysql.MySQLError as exc:
+            raise map_error(exc, "setting up the replay session") from None
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +266,9 @@ def _statement(conn: Any, st: SessionStatement) -> None:
                              " this table from the upstream")
         except pymysql.MySQLError as exc:
             raise map_error(exc, f"replaying statement {snippet(st.text)!r}",
-                             position=st.position) from None
+                            position=st.position,
+                            hint=_LOST_TEMPORARY if errno_of(exc) == 1146 else None) from None
         finally:
-            for sql in reset_statements(user_vars=st.user_vars):
+            for sql in reset_statements(user_vars=st.user_vars,
+                                        pseudo_thread=sets_pseudo_thread(st.setup)):
                 cur.execute(sql)

@@ -13,9 +13,12 @@ Where this differs from ``mariadb-binlog``, on purpose:
 - Stateless: every statement gets its whole context, including the values a replica
   assumes when a variable is not logged (``lc_time_names`` en_US, auto_increment (1, 1),
   ``LAST_INSERT_ID`` 0), so replays do not depend on what ran before on the connection.
-- ``pseudo_thread_id`` is not set: it needs a privilege (SUPER / BINLOG REPLAY) an applier
-  should not need.  So ``CONNECTION_ID()`` and the names of temporary tables are the
-  downstream session's own.
+- ``pseudo_thread_id`` is set only when asked for (``pseudo_thread``): it needs a privilege
+  (SUPER or BINLOG REPLAY) an applier of rows does not.  With it, as on a replica, each
+  upstream session's temporary tables are its own in the one downstream session (MariaDB
+  keys a temporary table by the session's ``pseudo_thread_id``), and ``CONNECTION_ID()``
+  reads the upstream's.  :func:`reset_statements` puts 0 back (no upstream session's), so
+  that rows written in the session never resolve to a temporary table of their name.
 - ``autocommit`` is left out unless asked for (a DDL, which commits by itself): setting it
   to 1 on a session with autocommit off commits the open transaction, and the binlog marks
   transaction boundaries itself (BEGIN / COMMIT / XID), which the replayer follows.  A DDL
@@ -196,12 +199,13 @@ def context_statements(
     intvars: Iterable[Any] = (), rand: Any = None, user_vars: Iterable[Any] = (),
     mariadb_upstream: bool, upstream_version: str | None = None, suppress_use: bool = False,
     autocommit: bool = False, drop_unmapped_sql_modes: bool = False,
+    pseudo_thread: bool = False,
 ) -> list[str]:
     """The statements to run before an upstream statement, in order.
 
     ``status``: ``QueryEvent.status``; ``schema``: its default database; ``timestamp``: its
-    header's timestamp; ``thread_id``: accepted for completeness and not used (see the
-    module: ``pseudo_thread_id`` is not set).  ``intvars`` (``IntvarEvent`` or ``(kind,
+    header's timestamp; ``thread_id``: the upstream session's, set as ``pseudo_thread_id``
+    when ``pseudo_thread`` (see the module).  ``intvars`` (``IntvarEvent`` or ``(kind,
     value)``), ``rand`` (``RandEvent``, ``(seed1, seed2)`` or None) and ``user_vars``
     (``UserVarEvent`` or ``UserVar``): the events of those types between the previous
     statement and this one.  ``upstream_version``: the FDE's server version, which says
@@ -213,7 +217,6 @@ def context_statements(
 
     Raises :class:`~binrelay.errors.ApplyError` for a context that cannot be reproduced.
     """
-    del thread_id  # see the docstring
     if not runs_as_logged(status):
         raise ApplyError("the START or ROLLBACK ALTER of a two-phase ALTER runs nothing",
                          hint="report this: the ALTER runs at its COMMIT ALTER")
@@ -259,6 +262,8 @@ def context_statements(
     if status.microseconds:
         when += f".{status.microseconds:06d}"
     session = [f"@@session.timestamp = {when}"]
+    if pseudo_thread:
+        session.append(f"{_PSEUDO_THREAD}{int(thread_id)}")
     if status.flags2 is not None:
         session += _flags2(status.flags2, mariadb_upstream=mariadb_upstream,
                            upstream_version=upstream_version, autocommit=autocommit)
@@ -299,8 +304,18 @@ def context_statements(
     return out
 
 
-def reset_statements(*, foreign_key_checks: bool = False,
-                     user_vars: Iterable[Any] = ()) -> list[str]:
+#: How :func:`context_statements` gives a session the upstream session's thread id.
+_PSEUDO_THREAD = "@@session.pseudo_thread_id = "
+
+
+def sets_pseudo_thread(setup: Iterable[str]) -> bool:
+    """Whether ``setup`` (:func:`context_statements`') gives the session an upstream
+    session's thread id, which its reset must take back."""
+    return any(_PSEUDO_THREAD in sql for sql in setup)
+
+
+def reset_statements(*, foreign_key_checks: bool = False, user_vars: Iterable[Any] = (),
+                     pseudo_thread: bool = False) -> list[str]:
     """Statements that give a session back to the applier's own settings after a replay
     (``Downstream.connect``): utf8mb4, time zone +00:00, :data:`REPLICA_SQL_MODE`,
     ``foreign_key_checks`` as the caller says (the applier's sessions run with 0), and the
@@ -308,6 +323,8 @@ def reset_statements(*, foreign_key_checks: bool = False,
     DDL's context may have set it); ``INSERT_ID`` 0 drops a value no insert consumed.
     ``user_vars`` (names, ``UserVar`` or ``UserVarEvent``): set back to NULL.  The RAND
     seeds have no default to go back to; the applier never calls RAND().
+    ``pseudo_thread``: the context set an upstream session's thread id; 0 is no upstream
+    session's, so the rows written next never meet one's temporary table of their name.
     """
     sets = ["@@session.timestamp = DEFAULT", "@@session.time_zone = '+00:00'",
             "@@session.sql_mode = " + sql_string(REPLICA_SQL_MODE),
@@ -318,6 +335,8 @@ def reset_statements(*, foreign_key_checks: bool = False,
         "auto_increment_increment", "auto_increment_offset", "lc_time_names",
         "collation_server", "collation_database")]
     sets += ["INSERT_ID = 0", "LAST_INSERT_ID = 0", "@@session.autocommit = 0"]
+    if pseudo_thread:
+        sets.append(_PSEUDO_THREAD + "0")
     cleared = ["@" + quote_ident(item if isinstance(item, str) else _user_var(item).name)
                + " := NULL" for item in user_vars]
     if not cleared:

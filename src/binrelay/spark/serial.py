@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import Change
 from binrelay.apply.replay import Action, SessionStatement
-from binrelay.apply.sql import start_transaction_clause, statement_body
+from binrelay.apply.sql import snippet, start_transaction_clause, statement_body
 from binrelay.apply.statement_sql import context_statements, runs_as_logged
 from binrelay.binlog import constants as c
 from binrelay.binlog.events import (
@@ -64,6 +64,23 @@ _CANNOT_REPLAY = {
 
 #: Temporary tables do not end a transaction.
 _TEMPORARY = re.compile(r"(?:CREATE\s+(?:OR\s+REPLACE\s+)?|DROP\s+)TEMPORARY\b", re.IGNORECASE)
+
+
+#: What a downstream session without ``pseudo_thread_id`` cannot keep apart for each
+#: upstream session: its temporary tables, its CONNECTION_ID().
+_CREATE_TEMPORARY = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?TEMPORARY\b", re.IGNORECASE)
+_CONNECTION_ID = re.compile(r"\bCONNECTION_ID\s*\(", re.IGNORECASE)
+
+
+def creates_temporary(statement: str) -> bool:
+    return _CREATE_TEMPORARY.match(statement_body(statement).lstrip(" \t\r\n(")) is not None
+
+
+def needs_own_thread(statement: str) -> bool:
+    """Whether ``statement`` makes a temporary table or reads ``CONNECTION_ID()``: replayed
+    without the upstream session's ``pseudo_thread_id`` it would meet other sessions'
+    temporary tables of the same name, or read the applier's id."""
+    return creates_temporary(statement) or _CONNECTION_ID.search(statement) is not None
 
 
 def commits_implicitly(statement: str) -> bool:
@@ -121,11 +138,13 @@ def _reader(path: Path, headers: Headers | None) -> FileReader:
 
 
 def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], TableRules],
-                    headers: Headers | None = None,
+                    headers: Headers | None = None, *, pseudo_thread: bool = False,
                     ) -> Iterator[tuple[int | None, str | None, list[Action]]]:
     """The segment's transactions, each as ``(end offset, GTID, actions in relay order)``;
     ``rules``: the catalog's write rules as they stand; ``headers``: the relay files already
-    read in this replay (``_reader``).
+    read in this replay (``_reader``); ``pseudo_thread``: the downstream session may take
+    each upstream session's thread id (``context_statements``); without it, a statement
+    that :func:`needs_own_thread` stops the replay with one line.
 
     Rows that follow a DDL in its own transaction (a row-format ``CREATE TABLE ... SELECT``)
     are written to the table that DDL made, so the DDL and what came before it are yielded
@@ -175,11 +194,22 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                         if cut:
                             raw, text = raw[:-cut], text[:-cut]
                         after_ddl = commits_implicitly(text)
+                        if not pseudo_thread and needs_own_thread(text):
+                            raise UnfaithfulApplyError(
+                                f"statement {snippet(text, 60)!r} needs its upstream"
+                                " session's thread id downstream (temporary tables of"
+                                " several sessions, CONNECTION_ID()), which the apply user"
+                                " may not set", position=(seq, file_no, pos),
+                                hint="let the [to] user set pseudo_thread_id, as a"
+                                     " replica's applier does (MariaDB: GRANT BINLOG REPLAY"
+                                     " ON *.*, SUPER before 10.5.2; MySQL:"
+                                     " SESSION_VARIABLES_ADMIN), then sync again")
                         setup = context_statements(
                             ev.status, schema=ev.schema, timestamp=ev.header.timestamp,
                             thread_id=ev.thread_id, intvars=tuple(intvars), rand=rand,
                             user_vars=tuple(user_vars), mariadb_upstream=mariadb,
                             upstream_version=version, autocommit=after_ddl,
+                            pseudo_thread=pseudo_thread,
                             suppress_use=bool(ev.header.flags & c.LOG_EVENT_SUPPRESS_USE_F))
                         actions.append(SessionStatement(
                             (seq, file_no, pos, 0), ev.schema, raw, text, tuple(setup),

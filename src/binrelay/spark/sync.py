@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 from binrelay.apply.catalog import (
@@ -55,7 +56,13 @@ from binrelay.apply.checkpoint import (
 from binrelay.apply.ddl import LeftContext
 from binrelay.apply.ddl_journal import DdlJournal
 from binrelay.apply.downstream import Downstream, downstream_lost, pooled_connection
-from binrelay.apply.replay import Action, SessionStatement, SkippedTriggers, replay_actions
+from binrelay.apply.replay import (
+    Action,
+    ReplaySession,
+    SessionStatement,
+    SkippedTriggers,
+    replay_actions,
+)
 from binrelay.apply.sql import ddl_kind
 from binrelay.config import Config
 from binrelay.errors import ApplyError, DownstreamConnectionError, UnfaithfulApplyError
@@ -63,6 +70,7 @@ from binrelay.gtid import advance_gtid_set
 from binrelay.position import Position, binlog_sort_key
 from binrelay.relay import consumers
 from binrelay.relay.relaydir import RelayView, earliest
+from binrelay.relay.scan import parse_fde, read_fde_event
 from binrelay.relay.watch import ChangeWaiter
 from binrelay.spark.compact import raw_records
 from binrelay.spark.decode import xa_committed
@@ -76,7 +84,7 @@ from binrelay.spark.planning import (
     relay_bytes,
 )
 from binrelay.spark.read_ahead import ReadAhead, read_stage, start_read
-from binrelay.spark.serial import Headers, segment_actions
+from binrelay.spark.serial import Headers, creates_temporary, segment_actions
 from binrelay.spark.tasks import (
     TaskContext,
     apply_alone,
@@ -214,6 +222,10 @@ class SyncPipeline:
         #: batches): several statements per round trip (``Downstream.scripts``).  Rows
         #: (the tasks', the driver's batches) go through ``downstream``.
         self.driver_downstream = replace(self.downstream, scripts=True)
+        #: Where transactions are replayed in relay order, and the checkpoint moved.
+        self.replayer = ReplaySession(self.driver_downstream)
+        #: The relay files whose header ``_follow_upstream_restarts`` read.
+        self._headers_seen: set[Path] = set()
         self._spark = spark
         self._own_spark = spark is None
         self._spark_starting: threading.Thread | None = None
@@ -320,6 +332,7 @@ class SyncPipeline:
         """Stop the Spark session this pipeline started on a cluster, so that the master
         sees the application finish (a session given by the caller is left alone).  In
         local mode the JVM ends with this process: a stop would only add a second."""
+        self.replayer.close()
         with self._keeper_lock:
             self._closed = True
             keeper, self._keeper = self._keeper, None
@@ -740,6 +753,7 @@ class SyncPipeline:
         reached = start
         relay_bytes = sum(s.stop - s.start for s in segments)
         rows_only = not replayed and all(s.kind == "dml" for s in segments)
+        self._follow_upstream_restarts(segments)
         if self.sync.mode == "strict" and rows_only:
             rows_by_op, reached = self._strict(segments)
             segments = []
@@ -750,7 +764,7 @@ class SyncPipeline:
             rows_by_op = self._driver_batch(start, end, batch_id, gtid, segments)
             spark_seconds = time.monotonic() - applying
         else:
-            with pooled_connection(self.driver_downstream) as conn:
+            with self.replayer.use() as conn:
                 mark_in_flight(conn, self.name, batch_id, end, gtid, self.store,
                                start=reached)
                 if any(s.kind != "dml" for s in segments):
@@ -790,6 +804,25 @@ class SyncPipeline:
         for listener in self.listeners:
             listener(report)
 
+    def _follow_upstream_restarts(self, segments: list[Segment]) -> None:
+        """As a replica's SQL thread drops its temporary tables when the upstream restarted
+        (its first binlog after a start has a creation time in its header), so does the
+        replay session when the batch reaches such a file (its first in this run)."""
+        for segment in segments:
+            path = self.relay_dir / segment.subdir / segment.file
+            if path in self._headers_seen:
+                continue
+            self._headers_seen.add(path)
+            try:
+                fde = parse_fde(read_fde_event(path))
+            except FileNotFoundError:
+                continue  # (purged: the batch's own read of it says so)
+            if fde is not None and fde.create_timestamp and self.replayer.temporary:
+                log.info("the upstream restarted: its sessions' temporary tables are gone,"
+                         " and so are the replay session's",
+                         extra={"pipeline": self.name, "file": str(path)})
+                self.replayer.close(lost=False)
+
     def _strict(self, segments: list[Segment]) -> tuple[dict[str, int], Position]:
         """``[sync] mode = "strict"``: every upstream transaction of the batch applied in
         relay order, each in one downstream transaction together with its checkpoint row
@@ -797,13 +830,14 @@ class SyncPipeline:
         marks its (empty) rest."""
         rows_by_op: dict[str, int] = {}
         headers: Headers = {}
-        with pooled_connection(self.downstream) as conn:
+        with self.replayer.use() as conn:
             cp = read_checkpoint(conn, self.name, self.store)
             assert cp is not None
             current, current_gtids = cp.position, cp.gtid_set
             for segment in segments:
-                for end_off, gtid, actions in segment_actions(self.relay_dir, segment,
-                                                              lambda: self.rules, headers):
+                for end_off, gtid, actions in segment_actions(
+                        self.relay_dir, segment, lambda: self.rules, headers,
+                        pseudo_thread=self.replayer.pseudo_thread):
                     if end_off is None:  # a DDL's own rows: no rows-only batch has them
                         raise ApplyError("a DDL in a batch of rows only",
                                          hint="report this: the batch was planned wrong")
@@ -849,8 +883,9 @@ class SyncPipeline:
                     self._rules_now(conn, left)
                 where = segment.position(segment.start)
                 at = (where.subdir.seq, binlog_sort_key(where.binlog_name)[1])
-                for end, _gtid, actions in segment_actions(self.relay_dir, segment,
-                                                           lambda: self.rules, headers):
+                for end, _gtid, actions in segment_actions(
+                        self.relay_dir, segment, lambda: self.rules, headers,
+                        pseudo_thread=self.replayer.pseudo_thread):
                     if segment.kind == "dml" and committed_to is not None \
                             and end is not None and (*at, end) < committed_to[:3]:
                         continue
@@ -879,6 +914,8 @@ class SyncPipeline:
         for action in actions:
             if isinstance(action, SessionStatement):
                 self.stats.ddl += action.ddl
+                if not action.ddl and creates_temporary(action.text):
+                    self.replayer.temporary = True
                 if action.ddl:
                     self._rules_after(action.text, action.schema or None)
             else:
