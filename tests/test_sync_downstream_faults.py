@@ -125,3 +125,49 @@ def test_until_caught_up_gives_up_after_its_deadline_with_one_line(
     proc = run_binrelay("sync", "--config", str(cfg), "--until-caught-up", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert checksum(downstream) == checksum(upstream)
+
+
+def test_rows_locked_downstream_are_waited_for_and_said_so(mariadb_factory,
+                                                           tmp_path: Path) -> None:
+    """A downstream session holding row locks the sync needs (past the downstream's lock
+    wait timeout and the apply's own retries): the sync says the downstream is busy (not
+    lost), waits, and goes on once the locks are released, the upstream sessions'
+    temporary tables still there (the failed batch, rows applied by Spark tasks, ran no
+    statement in the session that holds them)."""
+    upstream = mariadb_factory(server_id=1)
+    downstream = mariadb_factory(server_id=2, extra_args=["--innodb-lock-wait-timeout=1"])
+    upstream.execute("CREATE DATABASE d")
+    upstream.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v VARCHAR(255))")
+    insert_rows(upstream, 0, 10)
+    cfg = config(tmp_path, upstream, downstream, **{"driver-apply": False})  # rows: Spark's
+    relay(tmp_path, upstream)
+    assert run_binrelay("sync", "--config", str(cfg), "--until-caught-up",
+                        timeout=300).returncode == 0
+    holder = downstream.connect()
+    session = upstream.connect()
+    try:
+        with holder.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("UPDATE d.t SET v = v WHERE id = 3")  # keeps its row locked
+        with session.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = 'MIXED'")
+            cur.execute("CREATE TEMPORARY TABLE d.tmp (id INT)")
+            cur.execute("INSERT INTO d.tmp VALUES (100), (101)")
+        upstream.execute("UPDATE d.t SET v = 'changed' WHERE id = 3")
+        with session.cursor() as cur:
+            cur.execute("INSERT INTO d.t SELECT id, 'from tmp' FROM d.tmp")
+        relay(tmp_path, upstream)
+        sync = subprocess.Popen(binrelay_cmd("sync", "--config", str(cfg), "--until-caught-up"),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for(lambda: 'msg="downstream busy' in (tmp_path / "sync.log").read_text(), 180,
+                 "the sync to say the downstream is busy")
+    finally:
+        holder.rollback()
+        holder.close()
+        session.close()
+    _out, err = sync.communicate(timeout=300)
+    assert sync.returncode == 0 and err == b"", err[-3000:]
+    assert checksum(downstream) == checksum(upstream)
+    log = (tmp_path / "sync.log").read_text()
+    assert "Lock wait timeout exceeded" in log and "INNODB_TRX" in log, log[-3000:]
+    assert 'msg="downstream lost' not in log

@@ -44,6 +44,9 @@ ROW_ERRORS = frozenset({1048, 1062, 1153, 1263, 1264, 1265, 1292, 1364, 1366, 14
 PACKET_TOO_LARGE = 1153
 _SCHEMA_ERRORS = frozenset({1049, 1054, 1109, 1146})
 RETRY_ERRORS = frozenset({1205, 1213})
+#: The hint for them when retries did not get past them.
+_LOCKED = ("a downstream session holds locks the sync needs (see"
+           " information_schema.INNODB_TRX); the batch is replayed on retry")
 
 
 @dataclass(frozen=True)
@@ -295,6 +298,7 @@ def map_error(
         cls = DownstreamSchemaError
     elif code in RETRY_ERRORS:
         cls = DownstreamConnectionError
+        hint = hint or _LOCKED
     message = f"downstream error while {action}: {server_message(exc)} (error {code})"
     return cls(message, table=None if table is None else str(table), position=position,
                errno=code, hint=hint)

@@ -53,8 +53,12 @@ class ReplaySession:
     batches, strict mode), kept for the pipeline's life as a replica keeps its SQL thread's:
     the upstream sessions' temporary tables, made by their statements, live in it from one
     batch to the next.  The server must not close it for being idle between them
-    (``wait_timeout``).  A use that raises closes it: its temporary tables are gone then,
-    as a replica's are when its server restarts."""
+    (``wait_timeout``).  A use that raises while it replays transactions (``replaying``)
+    closes it: what upstream statements did to temporary tables is not undone by a
+    rollback, so the batch's replay could not run them again as they ran, and its pipeline
+    lock, and DDL sent ahead, end with it; the temporary tables are gone then, as a
+    replica's are when its server restarts.  A use that only marked a batch of rows
+    applied by Spark tasks, which failed, rolls back and keeps it."""
 
     def __init__(self, downstream: Downstream) -> None:
         self.downstream = downstream
@@ -65,6 +69,7 @@ class ReplaySession:
         self.temporary = False
         self._conn: Any = None
         self._idle_since = 0.0
+        self._replaying = False
 
     @contextlib.contextmanager
     def use(self) -> Iterator[Any]:
@@ -81,12 +86,19 @@ class ReplaySession:
                     conn.close()
                 raise
             self._conn = conn
+        self._replaying = False
         try:
             yield conn
         except BaseException:
-            self.close()
+            if self._replaying or not _rolled_back(conn):
+                self.close()
             raise
-        self._idle_since = time.monotonic()
+        finally:
+            self._idle_since = time.monotonic()
+
+    def replaying(self) -> None:
+        """This use replays transactions in the session (see the class)."""
+        self._replaying = True
 
     def close(self, *, lost: bool = True) -> None:
         """Close the session; ``lost``: its temporary tables were still wanted (worth a
@@ -100,6 +112,14 @@ class ReplaySession:
             log.warning("the downstream session holding the upstream sessions' temporary"
                         " tables was closed: statements that still use them will fail")
         self.temporary = False
+
+
+def _rolled_back(conn: Any) -> bool:
+    try:
+        conn.rollback()
+    except Exception:  # (a session lost, or left with results unread)
+        return False
+    return True
 
 
 def _prepare(conn: Any) -> bool:

@@ -94,6 +94,36 @@ def commits_implicitly(statement: str) -> bool:
     return _TEMPORARY.match(body) is None
 
 
+class SessionEnds:
+    """Where the upstream's sessions, and their temporary tables, ended, as a replica's SQL
+    thread tells it: the upstream's first binlog after a start (its header has a creation
+    time), and, here, the relay of another upstream (a switch: its sessions' thread ids are
+    not the old one's).  Each relay file's header is read once."""
+
+    def __init__(self, relay_dir: Path) -> None:
+        self.relay_dir = relay_dir
+        self._seen: set[Path] = set()
+        self._subdir: str | None = None
+
+    def reached(self, segments: list[Segment]) -> Path | None:
+        """The first file of ``segments``, not met before, where that is so, if any."""
+        found = None
+        for segment in segments:
+            path = self.relay_dir / segment.subdir / segment.file
+            if path in self._seen:
+                continue
+            self._seen.add(path)
+            switched = self._subdir not in (None, segment.subdir)
+            self._subdir = segment.subdir
+            try:
+                fde = parse_fde(read_fde_event(path))
+            except FileNotFoundError:
+                continue  # (purged: the batch's own read of it says so)
+            if found is None and (switched or (fde is not None and fde.create_timestamp)):
+                found = path
+        return found
+
+
 class FileReader(NamedTuple):
     """A relay file as a replay reads it: its FORMAT_DESCRIPTION_EVENT (bytes, what it
     says) and an event decoder that has read it, for the file's segments in relay order

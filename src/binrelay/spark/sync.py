@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, TypeVar
 
 from binrelay.apply.catalog import (
@@ -55,7 +54,12 @@ from binrelay.apply.checkpoint import (
 )
 from binrelay.apply.ddl import LeftContext
 from binrelay.apply.ddl_journal import DdlJournal
-from binrelay.apply.downstream import Downstream, downstream_lost, pooled_connection
+from binrelay.apply.downstream import (
+    RETRY_ERRORS,
+    Downstream,
+    downstream_lost,
+    pooled_connection,
+)
 from binrelay.apply.replay import (
     Action,
     ReplaySession,
@@ -70,7 +74,6 @@ from binrelay.gtid import advance_gtid_set
 from binrelay.position import Position, binlog_sort_key
 from binrelay.relay import consumers
 from binrelay.relay.relaydir import RelayView, earliest
-from binrelay.relay.scan import parse_fde, read_fde_event
 from binrelay.relay.watch import ChangeWaiter
 from binrelay.spark.compact import raw_records
 from binrelay.spark.decode import xa_committed
@@ -84,7 +87,12 @@ from binrelay.spark.planning import (
     relay_bytes,
 )
 from binrelay.spark.read_ahead import ReadAhead, read_stage, start_read
-from binrelay.spark.serial import Headers, creates_temporary, segment_actions
+from binrelay.spark.serial import (
+    Headers,
+    SessionEnds,
+    creates_temporary,
+    segment_actions,
+)
 from binrelay.spark.tasks import (
     TaskContext,
     apply_alone,
@@ -224,8 +232,7 @@ class SyncPipeline:
         self.driver_downstream = replace(self.downstream, scripts=True)
         #: Where transactions are replayed in relay order, and the checkpoint moved.
         self.replayer = ReplaySession(self.driver_downstream)
-        #: The relay files whose header ``_follow_upstream_restarts`` read.
-        self._headers_seen: set[Path] = set()
+        self.session_ends = SessionEnds(self.relay_dir)
         self._spark = spark
         self._own_spark = spark is None
         self._spark_starting: threading.Thread | None = None
@@ -428,7 +435,9 @@ class SyncPipeline:
         outage = self.outage
         if outage is None:
             outage = self.outage = Outage(time.monotonic())
-            log.warning("downstream lost; retrying", extra={
+            busy = getattr(lost, "errno", None) in RETRY_ERRORS
+            log.warning("downstream busy (a lock wait timeout or deadlock); retrying" if busy
+                        else "downstream lost; retrying", extra={
                 "pipeline": self.name, "downstream": str(self.downstream), "error": str(lost)})
             self.last_error = (str(lost), time.time())
             consumers.note_error(self.relay_dir, self.name, self.last_error)
@@ -805,23 +814,14 @@ class SyncPipeline:
             listener(report)
 
     def _follow_upstream_restarts(self, segments: list[Segment]) -> None:
-        """As a replica's SQL thread drops its temporary tables when the upstream restarted
-        (its first binlog after a start has a creation time in its header), so does the
-        replay session when the batch reaches such a file (its first in this run)."""
-        for segment in segments:
-            path = self.relay_dir / segment.subdir / segment.file
-            if path in self._headers_seen:
-                continue
-            self._headers_seen.add(path)
-            try:
-                fde = parse_fde(read_fde_event(path))
-            except FileNotFoundError:
-                continue  # (purged: the batch's own read of it says so)
-            if fde is not None and fde.create_timestamp and self.replayer.temporary:
-                log.info("the upstream restarted: its sessions' temporary tables are gone,"
-                         " and so are the replay session's",
-                         extra={"pipeline": self.name, "file": str(path)})
-                self.replayer.close(lost=False)
+        """As a replica's SQL thread drops its temporary tables when the upstream restarted,
+        so does the replay session when a batch reaches where its sessions ended."""
+        ended = self.session_ends.reached(segments)
+        if ended is not None and self.replayer.temporary:
+            log.info("the upstream restarted or was switched: its sessions' temporary"
+                     " tables are gone, and so are the replay session's",
+                     extra={"pipeline": self.name, "file": str(ended)})
+            self.replayer.close(lost=False)
 
     def _strict(self, segments: list[Segment]) -> tuple[dict[str, int], Position]:
         """``[sync] mode = "strict"``: every upstream transaction of the batch applied in
@@ -831,6 +831,7 @@ class SyncPipeline:
         rows_by_op: dict[str, int] = {}
         headers: Headers = {}
         with self.replayer.use() as conn:
+            self.replayer.replaying()
             cp = read_checkpoint(conn, self.name, self.store)
             assert cp is not None
             current, current_gtids = cp.position, cp.gtid_set
@@ -865,6 +866,7 @@ class SyncPipeline:
         rows_by_op: dict[str, int] = {}
         committed_to = None
         headers: Headers = {}
+        self.replayer.replaying()
         with pipeline_lock(conn, self.name, self.store) as locked:
             # DDL sent ahead may outlive a killed sync: only under the lock that holds its
             # replay until they have run.
