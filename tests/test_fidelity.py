@@ -921,6 +921,57 @@ def test_an_upstream_restart_ends_its_sessions_temporary_tables(mariadb_factory,
     assert env.downstream.scalar("SELECT COUNT(*) FROM app.t") == 1
 
 
+def run_events(env: Env) -> None:
+    """Events that run upstream for a while (their rows logged), made and altered in every
+    form, then the upstream's scheduler stopped; the downstream's runs."""
+    env.upstream.execute("SET GLOBAL event_scheduler = ON")
+    env.downstream.execute("SET GLOBAL event_scheduler = ON")
+    env.run([
+        SCHEMA,
+        "CREATE TABLE app.tick (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(8))",
+        "CREATE TABLE app.counter (id INT PRIMARY KEY, n INT)",
+        "INSERT INTO app.counter VALUES (1, 0)",
+        "CREATE EVENT app.e ON SCHEDULE EVERY 1 SECOND ENABLE COMMENT 'ticks: DO it'"
+        " DO INSERT INTO app.tick (what) VALUES ('e')",
+        "CREATE DEFINER = CURRENT_USER EVENT IF NOT EXISTS app.c ON SCHEDULE EVERY 1 SECOND"
+        " DO UPDATE app.counter SET n = n + 1",
+        "CREATE EVENT app.off ON SCHEDULE EVERY 1 SECOND DISABLE"
+        " DO INSERT INTO app.tick (what) VALUES ('off')",
+        "CREATE EVENT app.once ON SCHEDULE AT CURRENT_TIMESTAMP + INTERVAL 1 SECOND"
+        " ON COMPLETION PRESERVE DO INSERT INTO app.tick (what) VALUES ('once')",
+    ])
+    time.sleep(2.5)
+    env.run(["ALTER EVENT app.off ENABLE", "ALTER EVENT app.c RENAME TO app.c2"])
+    time.sleep(1.5)
+    env.upstream.execute("SET GLOBAL event_scheduler = OFF")
+
+
+def test_events_run_upstream_only(env: Env, spark) -> None:
+    """As on a replica, the events the upstream makes do not run downstream
+    (SLAVESIDE_DISABLED): their runs are in the binlog already."""
+    run_events(env)
+    env.relay()
+    env.sync(spark)
+    time.sleep(2.5)  # the downstream's scheduler would have run them meanwhile
+    assert_converged(env)
+    assert env.downstream.execute(
+        "SELECT EVENT_NAME, STATUS FROM information_schema.EVENTS ORDER BY 1") == (
+        ("c2", "SLAVESIDE_DISABLED"), ("e", "SLAVESIDE_DISABLED"),
+        ("off", "SLAVESIDE_DISABLED"), ("once", "SLAVESIDE_DISABLED"))
+
+
+def test_events_replayed_after_a_crash(mariadb_factory, tmp_path: Path, spark,
+                                       monkeypatch) -> None:
+    env = make_env(mariadb_factory, tmp_path, sync={"batch-bytes": 16 * 1024})
+    run_events(env)
+    env.relay()
+    assert sync_with_crashes(env, spark, monkeypatch) >= 2
+    time.sleep(2.5)
+    assert_converged(env)
+    assert {status for (status,) in env.downstream.execute(
+        "SELECT STATUS FROM information_schema.EVENTS")} == {"SLAVESIDE_DISABLED"}
+
+
 def test_an_applier_that_may_not_take_thread_ids(mariadb_factory, tmp_path: Path,
                                                 spark) -> None:
     """An apply user without BINLOG REPLAY (or SUPER) cannot keep the upstream sessions'

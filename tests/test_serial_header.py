@@ -98,3 +98,36 @@ def test_which_statements_commit_by_themselves(statement: str, ddl: bool) -> Non
 def test_which_statements_need_their_sessions_thread_id(statement: str, own: bool) -> None:
     """Without ``pseudo_thread_id`` downstream these cannot be replayed as a replica does."""
     assert serial.needs_own_thread(statement) is own
+
+
+@pytest.mark.parametrize(("text", "raw", "want"), [
+    ("CREATE DEFINER=`u`@`%` EVENT e ON SCHEDULE EVERY 1 DAY ENABLE DO DELETE FROM t",
+     None, "CREATE DEFINER=`u`@`%` EVENT e ON SCHEDULE EVERY 1 DAY   DISABLE ON SLAVE DO"
+           " DELETE FROM t"),
+    # UTF-8 bytes: edited alike, whatever is before the body.
+    ("CREATE EVENT e ON SCHEDULE EVERY 1 HOUR COMMENT 'café' DO DELETE FROM t", None,
+     "CREATE EVENT e ON SCHEDULE EVERY 1 HOUR  DISABLE ON SLAVE COMMENT 'café' DO DELETE"
+     " FROM t"),
+    # Another client charset, ASCII up to the edits: the bytes edited at the same offsets.
+    ("ALTER EVENT e DISABLE ON SLAVE DO INSERT INTO t VALUES ('é')",
+     "ALTER EVENT e DISABLE ON SLAVE DO INSERT INTO t VALUES ('é')".encode("latin-1"),
+     "ALTER EVENT e   DISABLE ON SLAVE DO INSERT INTO t VALUES ('é')"),
+    ("ALTER EVENT e RENAME TO f", None, "ALTER EVENT e RENAME TO f DISABLE ON SLAVE "),
+    # Not ASCII before the edits, not UTF-8: left as it is (disabled right after it runs).
+    ("CREATE EVENT `é` ON SCHEDULE EVERY 1 HOUR ENABLE DO DELETE FROM t",
+     "CREATE EVENT `é` ON SCHEDULE EVERY 1 HOUR ENABLE DO DELETE FROM t".encode("latin-1"),
+     None),
+    ("CREATE TABLE t (id INT)", None, None),
+])
+def test_events_made_replica_side_disabled(text: str, raw: bytes | None,
+                                           want: str | None) -> None:
+    """A replica's SQL thread makes every event it creates or alters SLAVESIDE_DISABLED:
+    so does the statement binrelay runs, before the event can run once downstream."""
+    raw = text.encode("utf-8") if raw is None else raw
+    got_text, got_raw = serial._replica_side(text, raw)
+    if want is None:
+        assert (got_text, got_raw) == (text, raw)
+    else:
+        assert got_text == want
+        assert got_raw == (want.encode("utf-8") if raw == text.encode("utf-8")
+                           else want.encode("latin-1"))

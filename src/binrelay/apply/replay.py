@@ -27,7 +27,7 @@ from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.ddl import LeftContext, apply_ddl
 from binrelay.apply.ddl_journal import DdlJournal
 from binrelay.apply.downstream import Downstream, errno_of, map_error, still_open
-from binrelay.apply.sql import quote_table, snippet, trigger_ddl
+from binrelay.apply.sql import event_ddl, quote_table, snippet, trigger_ddl
 from binrelay.apply.statement_sql import reset_statements, sets_pseudo_thread
 from binrelay.errors import UnfaithfulApplyError
 
@@ -242,6 +242,10 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
                 apply_ddl(conn, action.schema or None, action.text, replay=replay,
                           position=action.position, setup=action.setup, raw=action.raw,
                           journal=journal, left=left)
+                event = event_ddl(action.text, action.schema or None)
+                if event is not None:
+                    left.settle(conn)
+                    _replica_side_disabled(conn, event, action.position)
             else:
                 with conn.cursor() as cur:
                     skipped = triggers.any(cur)
@@ -262,6 +266,26 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
     if not given:
         left.settle(conn)
     return rows
+
+
+def _replica_side_disabled(conn: Any, event: TableRef, position: tuple[int, ...]) -> None:
+    """As on a replica, an event the upstream made or altered (enabled or disabled) does
+    not run here: its upstream runs are in the binlog already, and it would write them a
+    second time.  Its status is made SLAVESIDE_DISABLED (MySQL: REPLICA_SIDE_DISABLED),
+    which a replica's SQL thread sets; promoted, the downstream enables it (``ALTER EVENT
+    ... ENABLE``).  Run again on a replay: it changes nothing then."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT STATUS FROM information_schema.EVENTS"
+                        " WHERE EVENT_SCHEMA = %s AND EVENT_NAME = %s",
+                        (event.schema, event.table))
+            row = cur.fetchone()
+            if row is not None and row[0] in ("ENABLED", "DISABLED"):
+                # (An ALTER EVENT commits by itself: the DDL before it did already.)
+                cur.execute(f"ALTER EVENT {quote_table(event)} DISABLE ON SLAVE")
+    except pymysql.MySQLError as exc:
+        raise map_error(exc, f"disabling event {event} as a replica's are",
+                        position=position) from None
 
 
 def _statement(conn: Any, st: SessionStatement) -> None:

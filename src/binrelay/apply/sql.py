@@ -28,10 +28,12 @@ __all__ = [
     "change_statement",
     "ddl_kind",
     "delete_keys",
+    "event_ddl",
     "quote_ident",
     "quote_table",
     "rename_targets",
     "replace_rows",
+    "replica_side_event",
     "snippet",
     "sql_literal",
     "statement_body",
@@ -404,6 +406,92 @@ def trigger_ddl(statement: str, schema: str | None) -> tuple[str, TableRef | Non
     if m.group(1):
         return "create", _split_qname(m.group(2), schema)
     return "drop", _split_qname(m.group(4), schema)
+
+
+_EVENT_DDL = re.compile(
+    rf"(?:CREATE\s+(?:OR\s+REPLACE\s+)?|ALTER\s+)(?:DEFINER\s*=\s*\S+\s+)?EVENT\s+"
+    rf"(?:IF\s+NOT\s+EXISTS\s+)?({_QNAME})", re.IGNORECASE)
+_EVENT_RENAME = re.compile(rf"\bRENAME\s+TO\s+({_QNAME})", re.IGNORECASE)
+_EVENT_BODY = re.compile(r"\bDO\b", re.IGNORECASE)
+
+
+def event_ddl(statement: str, schema: str | None) -> TableRef | None:
+    """The event (as schema.name) a ``CREATE EVENT`` / ``ALTER EVENT`` leaves (an ALTER's
+    ``RENAME TO`` target, looked for before its body), else None."""
+    body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
+    m = _EVENT_DDL.match(body)
+    if m is None:
+        return None
+    rest = body[m.end():]
+    do = _EVENT_BODY.search(rest)
+    renamed = _EVENT_RENAME.search(rest, 0, len(rest) if do is None else do.start()) \
+        if body[:5].upper() == "ALTER" else None
+    return _split_qname((renamed or m).group(1), schema)
+
+
+_EVENT_WORD = re.compile(r"[A-Za-z_]+")
+
+
+def replica_side_event(statement: str) -> list[tuple[int, int, str]] | None:
+    """For a ``CREATE EVENT`` / ``ALTER EVENT``, the edits (``start, end, text``: replace
+    ``statement[start:end]``, in order) that make the event ``DISABLE ON SLAVE``, as a
+    replica's SQL thread makes every event it creates or alters (SLAVESIDE_DISABLED): the
+    status clause the statement has, if any, out, ``DISABLE ON SLAVE`` in before its
+    ``COMMENT`` or ``DO`` (or at its end).  None for any other statement.  Every edit lies
+    before the event's body, outside quoted text."""
+    lead = _LEADING_NOISE.match(statement).end()  # type: ignore[union-attr]
+    m = _EVENT_DDL.match(statement, lead)
+    if m is None:
+        return None
+    edits: list[tuple[int, int, str]] = []
+    words: list[tuple[int, int, str]] = []  # the clauses' words, outside quotes and ()
+    i, depth, n = m.end(), 0, len(statement)
+    while i < n:
+        ch = statement[i]
+        if ch in "'\"`":
+            i = _quoted_end(statement, i)
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0 and (ch.isalpha() or ch == "_"):
+            w = _EVENT_WORD.match(statement, i)
+            assert w is not None
+            word = w.group().upper()
+            if word in ("COMMENT", "DO"):
+                break
+            words.append((w.start(), w.end(), word))
+            i = w.end()
+            continue
+        i += 1
+    insert_at = i if i < n else len(statement.rstrip().rstrip(";").rstrip())
+    for k, (start, end, word) in enumerate(words):
+        if word == "ENABLE" or (word == "DISABLE" and (k == 0 or words[k - 1][2] != "ON")):
+            after = [w for _s, _e, w in words[k + 1:k + 3]]
+            if word == "DISABLE" and after[:1] == ["ON"] and len(after) == 2:
+                end = words[k + 2][1]  # DISABLE ON SLAVE / REPLICA
+            edits.append((start, end, ""))
+    edits.append((insert_at, insert_at, " DISABLE ON SLAVE "))
+    return edits
+
+
+def _quoted_end(text: str, start: int) -> int:
+    """The index after the quoted text that opens at ``start`` (its quote doubled, or
+    escaped by a backslash in a string, stays inside)."""
+    quote, i, n = text[start], start + 1, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and quote != "`":
+            i += 2
+            continue
+        if ch == quote:
+            if i + 1 < n and text[i + 1] == quote:
+                i += 2
+                continue
+            return i + 1
+        i += 1
+    return n
 
 
 def _unquote(name: str) -> str:

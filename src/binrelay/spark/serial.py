@@ -10,6 +10,7 @@ thread runs it; row events become one statement per row, in order.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,12 @@ from typing import Any, NamedTuple
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import Change
 from binrelay.apply.replay import Action, SessionStatement
-from binrelay.apply.sql import snippet, start_transaction_clause, statement_body
+from binrelay.apply.sql import (
+    replica_side_event,
+    snippet,
+    start_transaction_clause,
+    statement_body,
+)
 from binrelay.apply.statement_sql import context_statements, runs_as_logged
 from binrelay.binlog import constants as c
 from binrelay.binlog.events import (
@@ -45,6 +51,8 @@ from binrelay.rows.decoder import EventDecoder
 from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, RowsEvent
 from binrelay.spark.compact import table_shape
 from binrelay.spark.planning import Segment
+
+log = logging.getLogger(__name__)
 
 #: Statements that do not commit by themselves (the others are DDL and do).
 _DML_WORDS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD", "SELECT", "CALL",
@@ -92,6 +100,33 @@ def commits_implicitly(statement: str) -> bool:
     if not words or words[0].upper() in _DML_WORDS:
         return False
     return _TEMPORARY.match(body) is None
+
+
+def _replica_side(text: str, raw: bytes) -> tuple[str, bytes]:
+    """``CREATE EVENT`` / ``ALTER EVENT`` made ``DISABLE ON SLAVE`` in the statement itself
+    (``sql.replica_side_event``), as a replica's SQL thread makes them: an event created
+    enabled runs at once downstream, before any later statement could disable it.  The
+    bytes are edited alike when they are the text's UTF-8, or ASCII up to the last edit;
+    otherwise left as they are (the replay disables the event right after it runs:
+    ``replay._replica_side_disabled``)."""
+    edits = replica_side_event(text)
+    if edits is None:
+        return text, raw
+    edited = _edit(text, edits)
+    if raw == text.encode("utf-8"):
+        return edited, edited.encode("utf-8")
+    last = max(end for _start, end, _text in edits)
+    if text[:last].isascii() and raw[:last].isascii():
+        return edited, _edit(raw.decode("latin-1"), edits).encode("latin-1")
+    log.warning("an event's statement could not be made DISABLE ON SLAVE before it runs:"
+                " it is disabled right after", extra={"statement": snippet(text, 80)})
+    return text, raw
+
+
+def _edit(text: str, edits: list[tuple[int, int, str]]) -> str:
+    for start, end, insert in reversed(edits):
+        text = text[:start] + insert + text[end:]
+    return text
 
 
 class SessionEnds:
@@ -224,6 +259,8 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                         if cut:
                             raw, text = raw[:-cut], text[:-cut]
                         after_ddl = commits_implicitly(text)
+                        if after_ddl:
+                            text, raw = _replica_side(text, raw)
                         if not pseudo_thread and needs_own_thread(text):
                             raise UnfaithfulApplyError(
                                 f"statement {snippet(text, 60)!r} needs its upstream"
