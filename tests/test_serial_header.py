@@ -11,6 +11,7 @@ import pytest
 
 from binlog_builder import BinlogBuilder
 from binrelay.apply.catalog import TableRules
+from binrelay.apply.sql import event_ddl
 from binrelay.errors import RelayDirError
 from binrelay.spark import serial
 from binrelay.spark.planning import Segment
@@ -113,6 +114,24 @@ def test_which_statements_need_their_sessions_thread_id(statement: str, own: boo
      "ALTER EVENT e DISABLE ON SLAVE DO INSERT INTO t VALUES ('é')".encode("latin-1"),
      "ALTER EVENT e   DISABLE ON SLAVE DO INSERT INTO t VALUES ('é')"),
     ("ALTER EVENT e RENAME TO f", None, "ALTER EVENT e RENAME TO f DISABLE ON SLAVE "),
+    ("alter event e on schedule every (1 + 1) hour enable;", None,
+     "alter event e on schedule every (1 + 1) hour  DISABLE ON SLAVE ;"),
+    # As mysqldump writes an event (the dump loaded upstream): executable comments.
+    ("/*!50106 CREATE*/ /*!50117 DEFINER=`root`@`localhost`*/ /*!50106 EVENT `e` ON SCHEDULE"
+     " EVERY 1 DAY STARTS '2026-01-01 00:00:00' ON COMPLETION NOT PRESERVE ENABLE DO"
+     " INSERT INTO t VALUES (1) */", None,
+     "/*!50106 CREATE*/ /*!50117 DEFINER=`root`@`localhost`*/ /*!50106 EVENT `e` ON SCHEDULE"
+     " EVERY 1 DAY STARTS '2026-01-01 00:00:00' ON COMPLETION NOT PRESERVE  DISABLE ON SLAVE"
+     " DO INSERT INTO t VALUES (1) */"),
+    ("/*!50106 ALTER EVENT `e` RENAME TO `db`.`f` */", None,
+     "/*!50106 ALTER EVENT `e` RENAME TO `db`.`f` DISABLE ON SLAVE  */"),
+    # Comments between the clauses; a status word in a comment or string stays.
+    ("CREATE OR REPLACE DEFINER = 'u'@'%' EVENT IF NOT EXISTS d.e /* ENABLE */ ON SCHEDULE"
+     " EVERY 1 DAY -- enable\n ENABLE COMMENT 'ENABLE' DO SELECT 1", None,
+     "CREATE OR REPLACE DEFINER = 'u'@'%' EVENT IF NOT EXISTS d.e /* ENABLE */ ON SCHEDULE"
+     " EVERY 1 DAY -- enable\n  DISABLE ON SLAVE COMMENT 'ENABLE' DO SELECT 1"),
+    ("CREATE DEFINER=`root`@`localhost` PROCEDURE p() SELECT 1", None, None),
+    ("CREATE TABLE event (a INT)", None, None),
     # Not ASCII before the edits, not UTF-8: left as it is (disabled right after it runs).
     ("CREATE EVENT `é` ON SCHEDULE EVERY 1 HOUR ENABLE DO DELETE FROM t",
      "CREATE EVENT `é` ON SCHEDULE EVERY 1 HOUR ENABLE DO DELETE FROM t".encode("latin-1"),
@@ -128,6 +147,47 @@ def test_events_made_replica_side_disabled(text: str, raw: bytes | None,
     if want is None:
         assert (got_text, got_raw) == (text, raw)
     else:
-        assert got_text == want
-        assert got_raw == (want.encode("utf-8") if raw == text.encode("utf-8")
-                           else want.encode("latin-1"))
+        def spaced(sql: str) -> str:
+            return " ".join(sql.split())
+
+        assert spaced(got_text) == spaced(want)
+        assert got_raw == got_text.encode("utf-8" if raw == text.encode("utf-8")
+                                          else "latin-1")
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    # A quote or a DO in a comment before the body: read past (not a string, not the body).
+    ("CREATE EVENT e ON SCHEDULE EVERY 1 DAY -- Bob's job\n ENABLE DO INSERT INTO log"
+     " VALUES ('what to do')",
+     "CREATE EVENT e ON SCHEDULE EVERY 1 DAY -- Bob's job\n DISABLE ON SLAVE DO INSERT INTO"
+     " log VALUES ('what to do')"),
+    ("CREATE EVENT e ON SCHEDULE EVERY 1 DAY /* DO later */ ENABLE DO SELECT 1",
+     "CREATE EVENT e ON SCHEDULE EVERY 1 DAY /* DO later */ DISABLE ON SLAVE DO SELECT 1"),
+    ("ALTER EVENT e ENABLE -- re-enabled", "ALTER EVENT e DISABLE ON SLAVE -- re-enabled"),
+    # The definer as the server logs it (quoted, spaces allowed); a comment before EVENT.
+    ("CREATE DEFINER=`app user`@`%` EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1",
+     "CREATE DEFINER=`app user`@`%` EVENT e ON SCHEDULE EVERY 1 DAY DISABLE ON SLAVE DO"
+     " SELECT 1"),
+    ("CREATE /* c */ EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1",
+     "CREATE /* c */ EVENT e ON SCHEDULE EVERY 1 DAY DISABLE ON SLAVE DO SELECT 1"),
+    ("/*!50106 ALTER EVENT `e` ENABLE */", "/*!50106 ALTER EVENT `e` DISABLE ON SLAVE */"),
+    # A parenthesis in a comment, RENAME TO in a string: no clause of the statement.
+    ("ALTER EVENT e /* ( */ COMMENT 'RENAME TO x'",
+     "ALTER EVENT e /* ( */ DISABLE ON SLAVE COMMENT 'RENAME TO x'"),
+])
+def test_event_clauses_past_comments(text: str, want: str) -> None:
+    got, _raw = serial._replica_side(text, text.encode("utf-8"))
+    assert " ".join(got.split()) == " ".join(want.split())
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("ALTER EVENT e COMMENT 'RENAME TO x '", ("db", "e")),
+    ("ALTER EVENT e RENAME TO `o``k`.f", ("o`k", "f")),
+    ('CREATE EVENT "e" ON SCHEDULE EVERY 1 DAY DO SELECT 1', ("db", "e")),
+    ("CREATE DEFINER=`app user`@`%` EVENT IF NOT EXISTS x.y ON SCHEDULE EVERY 1 DAY DO SELECT 1",
+     ("x", "y")),
+    ("CREATE TABLE event (a INT)", None),
+])
+def test_the_event_a_statement_leaves(text: str, want: tuple[str, str] | None) -> None:
+    got = event_ddl(text, "db")
+    assert (None if got is None else (got.schema, got.table)) == want

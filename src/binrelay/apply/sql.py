@@ -408,28 +408,110 @@ def trigger_ddl(statement: str, schema: str | None) -> tuple[str, TableRef | Non
     return "drop", _split_qname(m.group(4), schema)
 
 
-_EVENT_DDL = re.compile(
-    rf"(?:CREATE\s+(?:OR\s+REPLACE\s+)?|ALTER\s+)(?:DEFINER\s*=\s*\S+\s+)?EVENT\s+"
-    rf"(?:IF\s+NOT\s+EXISTS\s+)?({_QNAME})", re.IGNORECASE)
-_EVENT_RENAME = re.compile(rf"\bRENAME\s+TO\s+({_QNAME})", re.IGNORECASE)
-_EVENT_BODY = re.compile(r"\bDO\b", re.IGNORECASE)
+#: The tokens of a statement's clauses: a quoted name or string, a word, one other
+#: character; blanks, comments and the marks of an executable comment (``/*!50106`` ...
+#: ``*/``, as mysqldump writes an event's CREATE) in between are skipped.
+_TOKEN = re.compile(
+    r"(?:\s+|/\*M?!\d*|\*/|/\*.*?\*/|(?:--\s|#)[^\n]*)*+"
+    r"(`(?:[^`]|``)*`|'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|[A-Za-z0-9_$]+|.)",
+    re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class _EventDdl:
+    """What a CREATE / ALTER EVENT says before its body (offsets into the statement)."""
+
+    name: list[str]  # the event's name: one or two identifier tokens
+    renamed: list[str] | None  # ALTER ... RENAME TO's
+    status: list[tuple[int, int]]  # ENABLE / DISABLE [ON SLAVE | ON REPLICA] spans
+    clauses_end: int  # where COMMENT or DO starts, or the end of the last token
+
+
+def _event_ddl(statement: str) -> _EventDdl | None:
+    tokens = []
+    at = 0
+    while (m := _TOKEN.match(statement, at)) is not None:
+        tokens.append((m.start(1), m.end(1), m.group(1)))
+        at = m.end()
+    words = [t.upper() for _s, _e, t in tokens]
+    k = 0
+
+    def take(*want: str) -> bool:
+        nonlocal k
+        if words[k:k + len(want)] == list(want):
+            k += len(want)
+            return True
+        return False
+
+    if not (take("CREATE") or take("ALTER")):
+        return None
+    take("OR", "REPLACE")
+    if take("DEFINER", "="):
+        if take("CURRENT_USER"):
+            take("(", ")")
+        else:
+            k += 1
+            if take("@"):
+                k += 1
+    if not take("EVENT"):
+        return None
+    take("IF", "NOT", "EXISTS")
+
+    def name() -> list[str]:
+        nonlocal k
+        parts = [tokens[k][2]] if k < len(tokens) else []
+        k += 1
+        if take("."):
+            parts.append(tokens[k][2] if k < len(tokens) else "")
+            k += 1
+        return parts
+
+    event, renamed, status, depth = name(), None, [], 0
+    end = tokens[k - 1][1] if 0 < k <= len(tokens) else len(statement)
+    while k < len(tokens):
+        start, stop, _text = tokens[k]
+        word = words[k]
+        if word == "(":
+            depth += 1
+        elif word == ")":
+            depth -= 1
+        elif depth == 0 and word in ("COMMENT", "DO", ";"):
+            end = start
+            break
+        elif depth == 0 and word == "RENAME" and words[k + 1:k + 2] == ["TO"]:
+            k += 2
+            renamed = name()
+            end = tokens[k - 1][1]
+            continue
+        elif depth == 0 and word in ("ENABLE", "DISABLE"):
+            k += 1
+            if word == "DISABLE" and take("ON"):
+                k += 1  # SLAVE / REPLICA
+            status.append((start, tokens[k - 1][1]))
+            end = tokens[k - 1][1]
+            continue
+        k += 1
+        end = stop
+    return _EventDdl(event, renamed, status, end)
 
 
 def event_ddl(statement: str, schema: str | None) -> TableRef | None:
     """The event (as schema.name) a ``CREATE EVENT`` / ``ALTER EVENT`` leaves (an ALTER's
-    ``RENAME TO`` target, looked for before its body), else None."""
-    body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
-    m = _EVENT_DDL.match(body)
-    if m is None:
+    ``RENAME TO`` target), else None."""
+    found = _event_ddl(statement)
+    if found is None:
         return None
-    rest = body[m.end():]
-    do = _EVENT_BODY.search(rest)
-    renamed = _EVENT_RENAME.search(rest, 0, len(rest) if do is None else do.start()) \
-        if body[:5].upper() == "ALTER" else None
-    return _split_qname((renamed or m).group(1), schema)
+    parts = [_ident(token) for token in found.renamed or found.name]
+    if len(parts) == 2:
+        return TableRef(parts[0], parts[1])
+    return TableRef(schema, parts[0]) if schema and parts else None
 
 
-_EVENT_WORD = re.compile(r"[A-Za-z_]+")
+def _ident(token: str) -> str:
+    """An identifier token as the name it spells (backticks, or ANSI_QUOTES' double quotes)."""
+    if len(token) >= 2 and token[0] == token[-1] and token[0] in "`\"":
+        return token[1:-1].replace(token[0] * 2, token[0])
+    return token
 
 
 def replica_side_event(statement: str) -> list[tuple[int, int, str]] | None:
@@ -437,61 +519,13 @@ def replica_side_event(statement: str) -> list[tuple[int, int, str]] | None:
     ``statement[start:end]``, in order) that make the event ``DISABLE ON SLAVE``, as a
     replica's SQL thread makes every event it creates or alters (SLAVESIDE_DISABLED): the
     status clause the statement has, if any, out, ``DISABLE ON SLAVE`` in before its
-    ``COMMENT`` or ``DO`` (or at its end).  None for any other statement.  Every edit lies
-    before the event's body, outside quoted text."""
-    lead = _LEADING_NOISE.match(statement).end()  # type: ignore[union-attr]
-    m = _EVENT_DDL.match(statement, lead)
-    if m is None:
+    ``COMMENT`` or ``DO`` (or after its last clause).  None for any other statement.  Every
+    edit lies before the event's body, outside quoted text and comments."""
+    found = _event_ddl(statement)
+    if found is None:
         return None
-    edits: list[tuple[int, int, str]] = []
-    words: list[tuple[int, int, str]] = []  # the clauses' words, outside quotes and ()
-    i, depth, n = m.end(), 0, len(statement)
-    while i < n:
-        ch = statement[i]
-        if ch in "'\"`":
-            i = _quoted_end(statement, i)
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif depth == 0 and (ch.isalpha() or ch == "_"):
-            w = _EVENT_WORD.match(statement, i)
-            assert w is not None
-            word = w.group().upper()
-            if word in ("COMMENT", "DO"):
-                break
-            words.append((w.start(), w.end(), word))
-            i = w.end()
-            continue
-        i += 1
-    insert_at = i if i < n else len(statement.rstrip().rstrip(";").rstrip())
-    for k, (start, end, word) in enumerate(words):
-        if word == "ENABLE" or (word == "DISABLE" and (k == 0 or words[k - 1][2] != "ON")):
-            after = [w for _s, _e, w in words[k + 1:k + 3]]
-            if word == "DISABLE" and after[:1] == ["ON"] and len(after) == 2:
-                end = words[k + 2][1]  # DISABLE ON SLAVE / REPLICA
-            edits.append((start, end, ""))
-    edits.append((insert_at, insert_at, " DISABLE ON SLAVE "))
-    return edits
-
-
-def _quoted_end(text: str, start: int) -> int:
-    """The index after the quoted text that opens at ``start`` (its quote doubled, or
-    escaped by a backslash in a string, stays inside)."""
-    quote, i, n = text[start], start + 1, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\" and quote != "`":
-            i += 2
-            continue
-        if ch == quote:
-            if i + 1 < n and text[i + 1] == quote:
-                i += 2
-                continue
-            return i + 1
-        i += 1
-    return n
+    edits = [(start, end, "") for start, end in found.status]
+    return [*edits, (found.clauses_end, found.clauses_end, " DISABLE ON SLAVE ")]
 
 
 def _unquote(name: str) -> str:
