@@ -171,6 +171,18 @@ def test_events_made_replica_side_disabled(text: str, raw: bytes | None,
     ("CREATE /* c */ EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1",
      "CREATE /* c */ EVENT e ON SCHEDULE EVERY 1 DAY DISABLE ON SLAVE DO SELECT 1"),
     ("/*!50106 ALTER EVENT `e` ENABLE */", "/*!50106 ALTER EVENT `e` DISABLE ON SLAVE */"),
+    # "--" then a line end: a comment of nothing (the next line is read).
+    ("CREATE EVENT e ON SCHEDULE EVERY 1 DAY --\nDO BEGIN\n ALTER TABLE t DISABLE KEYS; END",
+     "CREATE EVENT e ON SCHEDULE EVERY 1 DAY --\n DISABLE ON SLAVE DO BEGIN\n ALTER TABLE t"
+     " DISABLE KEYS; END"),
+    ("ALTER EVENT e DISABLE ON --\nSLAVE", "ALTER EVENT e DISABLE ON SLAVE"),
+    # Unquoted names and definers as typed; a user variable is no clause's word.
+    ("CREATE EVENT évt ON SCHEDULE EVERY 1 DAY ENABLE DO SELECT 1",
+     "CREATE EVENT évt ON SCHEDULE EVERY 1 DAY DISABLE ON SLAVE DO SELECT 1"),
+    ("ALTER DEFINER=u@my-host.example EVENT e ENABLE",
+     "ALTER DEFINER=u@my-host.example EVENT e DISABLE ON SLAVE"),
+    ("ALTER DEFINER=CURRENT_ROLE() EVENT e ON SCHEDULE EVERY @enable DAY",
+     "ALTER DEFINER=CURRENT_ROLE() EVENT e ON SCHEDULE EVERY @enable DAY DISABLE ON SLAVE"),
     # A parenthesis in a comment, RENAME TO in a string: no clause of the statement.
     ("ALTER EVENT e /* ( */ COMMENT 'RENAME TO x'",
      "ALTER EVENT e /* ( */ DISABLE ON SLAVE COMMENT 'RENAME TO x'"),
@@ -187,6 +199,9 @@ def test_event_clauses_past_comments(text: str, want: str) -> None:
     ("CREATE DEFINER=`app user`@`%` EVENT IF NOT EXISTS x.y ON SCHEDULE EVERY 1 DAY DO SELECT 1",
      ("x", "y")),
     ("CREATE TABLE event (a INT)", None),
+    ("CREATE DEFINER=u@h PROCEDURE event() SELECT 1", None),
+    ("CREATE EVENT évt ON SCHEDULE EVERY 1 DAY DO SELECT 1", ("db", "évt")),
+    ("ALTER EVENT e RENAME TO", ("db", "e")),  # (cut short: no server logs it)
 ])
 def test_the_event_a_statement_leaves(text: str, want: tuple[str, str] | None) -> None:
     got = event_ddl(text, "db")

@@ -412,8 +412,8 @@ def trigger_ddl(statement: str, schema: str | None) -> tuple[str, TableRef | Non
 #: character; blanks, comments and the marks of an executable comment (``/*!50106`` ...
 #: ``*/``, as mysqldump writes an event's CREATE) in between are skipped.
 _TOKEN = re.compile(
-    r"(?:\s+|/\*M?!\d*|\*/|/\*.*?\*/|(?:--\s|#)[^\n]*)*+"
-    r"(`(?:[^`]|``)*`|'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|[A-Za-z0-9_$]+|.)",
+    r"(?:\s+|/\*M?!\d*|\*/|/\*.*?\*/|(?:--(?=\s)|#)[^\n]*)*+"
+    r"(`(?:[^`]|``)*`|'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|[\w$]+|.)",
     re.DOTALL)
 
 
@@ -425,6 +425,11 @@ class _EventDdl:
     renamed: list[str] | None  # ALTER ... RENAME TO's
     status: list[tuple[int, int]]  # ENABLE / DISABLE [ON SLAVE | ON REPLICA] spans
     clauses_end: int  # where COMMENT or DO starts, or the end of the last token
+
+
+#: What a definer is given for: the word after it says which (an EVENT, or not).
+_DEFINED = frozenset({"EVENT", "PROCEDURE", "FUNCTION", "TRIGGER", "VIEW", "PACKAGE",
+                      "TABLE", "SQL", "ALGORITHM", "AGGREGATE"})
 
 
 def _event_ddl(statement: str) -> _EventDdl | None:
@@ -447,12 +452,10 @@ def _event_ddl(statement: str) -> _EventDdl | None:
         return None
     take("OR", "REPLACE")
     if take("DEFINER", "="):
-        if take("CURRENT_USER"):
-            take("(", ")")
-        else:
+        # The definer, however spelled (``u@10.0.0.1``, ``CURRENT_ROLE()``...), up to the
+        # kind of object it defines.
+        while k < len(tokens) and words[k] not in _DEFINED:
             k += 1
-            if take("@"):
-                k += 1
     if not take("EVENT"):
         return None
     take("IF", "NOT", "EXISTS")
@@ -464,14 +467,20 @@ def _event_ddl(statement: str) -> _EventDdl | None:
         if take("."):
             parts.append(tokens[k][2] if k < len(tokens) else "")
             k += 1
+        k = min(k, len(tokens))
         return parts
 
+    def last_end() -> int:
+        return tokens[k - 1][1] if k else len(statement)
+
     event, renamed, status, depth = name(), None, [], 0
-    end = tokens[k - 1][1] if 0 < k <= len(tokens) else len(statement)
+    end = last_end()
     while k < len(tokens):
         start, stop, _text = tokens[k]
         word = words[k]
-        if word == "(":
+        if words[k - 1] == "@":
+            pass  # a variable's name (@enable), not a clause's word
+        elif word == "(":
             depth += 1
         elif word == ")":
             depth -= 1
@@ -481,14 +490,14 @@ def _event_ddl(statement: str) -> _EventDdl | None:
         elif depth == 0 and word == "RENAME" and words[k + 1:k + 2] == ["TO"]:
             k += 2
             renamed = name()
-            end = tokens[k - 1][1]
+            end = last_end()
             continue
         elif depth == 0 and word in ("ENABLE", "DISABLE"):
             k += 1
             if word == "DISABLE" and take("ON"):
-                k += 1  # SLAVE / REPLICA
-            status.append((start, tokens[k - 1][1]))
-            end = tokens[k - 1][1]
+                k = min(k + 1, len(tokens))  # SLAVE / REPLICA
+            status.append((start, last_end()))
+            end = last_end()
             continue
         k += 1
         end = stop
