@@ -72,9 +72,7 @@ class Downstream:
         run in any order); ``unique_checks`` left on (REPLACE needs them); ``time_zone =
         '+00:00'`` (TIMESTAMP values arrive as UTC text); sql_mode :data:`REPLICA_SQL_MODE`;
         on MariaDB ``system_versioning_alter_history = KEEP`` (a replica's SQL thread
-        alters system-versioned tables whatever the variable says) and
-        ``check_constraint_checks = 0`` (a replica stores the rows a session with checks off
-        logged; the others met the same constraints upstream).  Matched rather than
+        alters system-versioned tables whatever the variable says).  Matched rather than
         changed rows are counted, so an UPDATE that finds its row reports it even when
         nothing changes.
         """
@@ -93,7 +91,7 @@ class Downstream:
             with conn.cursor() as cur:
                 cur.execute(
                     "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s"
-                    + (", system_versioning_alter_history = 'KEEP', check_constraint_checks = 0"
+                    + (", system_versioning_alter_history = 'KEEP'"
                        if _has_versioning(conn.server_version) else ""),
                     (REPLICA_SQL_MODE,))
             conn.commit()
