@@ -323,9 +323,13 @@ def in_transaction(conn: Any) -> bool:
     return status is None or bool(status & SERVER_STATUS.SERVER_STATUS_IN_TRANS)
 
 
-def rollback_quietly(conn: Any) -> None:
-    # If the connection is gone, the server rolls back on its own.
-    with contextlib.suppress(pymysql.MySQLError):
+def rollback_quietly(conn: Any) -> bool:
+    """Roll back; False when the server could not be told (if the connection is gone, the
+    server rolls back on its own)."""
+    try:
         conn.rollback()
+    except pymysql.MySQLError:
+        return False
+    return True
 
 

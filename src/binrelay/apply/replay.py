@@ -26,7 +26,13 @@ from binrelay.apply.applier import ordered_statements, run_statement
 from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.ddl import LeftContext, apply_ddl
 from binrelay.apply.ddl_journal import DdlJournal
-from binrelay.apply.downstream import Downstream, errno_of, map_error, still_open
+from binrelay.apply.downstream import (
+    Downstream,
+    errno_of,
+    map_error,
+    rollback_quietly,
+    still_open,
+)
 from binrelay.apply.sql import event_ddl, quote_table, snippet, trigger_ddl
 from binrelay.apply.statement_sql import reset_statements, sets_pseudo_thread
 from binrelay.errors import UnfaithfulApplyError
@@ -90,7 +96,7 @@ class ReplaySession:
         try:
             yield conn
         except BaseException:
-            if self._replaying or not _rolled_back(conn):
+            if self._replaying or not rollback_quietly(conn):
                 self.close()
             raise
         finally:
@@ -112,14 +118,6 @@ class ReplaySession:
             log.warning("the downstream session holding the upstream sessions' temporary"
                         " tables was closed: statements that still use them will fail")
         self.temporary = False
-
-
-def _rolled_back(conn: Any) -> bool:
-    try:
-        conn.rollback()
-    except Exception:  # (a session lost, or left with results unread)
-        return False
-    return True
 
 
 def _prepare(conn: Any) -> bool:

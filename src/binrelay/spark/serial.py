@@ -254,13 +254,14 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                         actions.append(SessionStatement((seq, file_no, pos, 0), ev.schema,
                                                         ev.raw_query, ev.query, (), False))
                     elif not is_transaction_control(prefix) and runs_as_logged(ev.status):
-                        raw, text = ev.raw_query, ev.query
-                        cut = start_transaction_clause(raw)
+                        # (Not ``raw``: that is the event's, whose end a COMMIT's gives.)
+                        query, text = ev.raw_query, ev.query
+                        cut = start_transaction_clause(query)
                         if cut:
-                            raw, text = raw[:-cut], text[:-cut]
+                            query, text = query[:-cut], text[:-cut]
                         after_ddl = commits_implicitly(text)
                         if after_ddl:
-                            text, raw = _replica_side(text, raw)
+                            text, query = _replica_side(text, query)
                         if not pseudo_thread and needs_own_thread(text):
                             raise UnfaithfulApplyError(
                                 f"statement {snippet(text, 60)!r} needs its upstream"
@@ -279,7 +280,7 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                             pseudo_thread=pseudo_thread,
                             suppress_use=bool(ev.header.flags & c.LOG_EVENT_SUPPRESS_USE_F))
                         actions.append(SessionStatement(
-                            (seq, file_no, pos, 0), ev.schema, raw, text, tuple(setup),
+                            (seq, file_no, pos, 0), ev.schema, query, text, tuple(setup),
                             after_ddl, tuple(v.name for v in user_vars), ev.error_code))
                     intvars, rand, user_vars = [], None, []
                     if ends_transaction(prefix):
