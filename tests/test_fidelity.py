@@ -427,6 +427,19 @@ STORED_AS_IS = [
     (1, "INSERT INTO app.v VALUES (2, '2020-02-30', '2020-04-31 10:00:00', 'zz', 'abcdef', 2)"),
     (1, "INSERT INTO app.v VALUES (3, '2021-00-10', NULL, '', 'x', 3)"),
     (1, "UPDATE app.v SET e = 'nope' WHERE id = 1"),
+    # Rows a session with CHECK constraints off wrote (a replica stores them too), in the
+    # batch path and in a transaction replayed in order after a statement.
+    "CREATE TABLE app.c (id INT PRIMARY KEY, a INT CHECK (a > 0), b INT,"
+    " CONSTRAINT ordered CHECK (b >= a))",
+    "INSERT INTO app.c VALUES (1, 1, 1)",
+    (2, "SET SESSION check_constraint_checks = 0"),
+    (2, "INSERT INTO app.c VALUES (2, -1, -5)"),
+    (2, "UPDATE app.c SET a = -7 WHERE id = 1"),
+    (2, "SET SESSION binlog_format = 'MIXED'"),
+    (2, "BEGIN"),
+    (2, "UPDATE app.v SET n = n + 1"),  # logged as a statement
+    (2, "INSERT INTO app.c SELECT 3, 5, 0 FROM DUAL WHERE UUID() IS NOT NULL"),  # as rows
+    (2, "COMMIT"),
 ]
 
 

@@ -183,7 +183,7 @@ def test_bad_downstream_is_a_clear_error(pipeline_env, tmp_path: Path) -> None:
     upstream, downstream, relay_dir, config_path = pipeline_env
     upstream.execute("CREATE DATABASE d")
     upstream.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v INT)")
-    upstream.execute("INSERT INTO d.t VALUES (1, 5)")
+    upstream.execute("INSERT INTO d.t VALUES (1, 5000)")
     relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
     bad = write_config(tmp_path / "bad.toml", upstream, relay_dir,
                        to={"host": downstream.host, "port": downstream.port, "user": "root",
@@ -193,10 +193,11 @@ def test_bad_downstream_is_a_clear_error(pipeline_env, tmp_path: Path) -> None:
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("binrelay: error:") and "wrong" not in last, last
-    # A downstream constraint the upstream did not have: named table and position, and the
-    # checkpoint does not move past it.
+    # A downstream partitioning the upstream did not have (no partition for the row): named
+    # table and position, and the checkpoint does not move past it.
     downstream.execute("CREATE DATABASE d")
-    downstream.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v INT CHECK (v > 10))")
+    downstream.execute("CREATE TABLE d.t (id INT, v INT, PRIMARY KEY (id, v))"
+                       " PARTITION BY RANGE (v) (PARTITION small VALUES LESS THAN (1000))")
     proc = run_binrelay("sync", "--config", str(config_path), "--until-caught-up", timeout=300)
     assert proc.returncode != 0
     assert "d.t" in proc.stderr, proc.stderr[-2000:]

@@ -40,7 +40,7 @@ _CLIENT_MAX_PACKET = 1 << 30
 _CONNECTION_ERRORS = frozenset({0, 1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055})
 _AUTH_ERRORS = frozenset({1044, 1045, 1142, 1143, 1227, 1370, 1698})
 ROW_ERRORS = frozenset({1048, 1062, 1153, 1263, 1264, 1265, 1292, 1364, 1366, 1406, 1451,
-                         1452, 1586, 1690, 3819, 4025})
+                         1452, 1526, 1586, 1690, 3819, 4025})
 PACKET_TOO_LARGE = 1153
 _SCHEMA_ERRORS = frozenset({1049, 1054, 1109, 1146})
 RETRY_ERRORS = frozenset({1205, 1213})
@@ -72,7 +72,9 @@ class Downstream:
         run in any order); ``unique_checks`` left on (REPLACE needs them); ``time_zone =
         '+00:00'`` (TIMESTAMP values arrive as UTC text); sql_mode :data:`REPLICA_SQL_MODE`;
         on MariaDB ``system_versioning_alter_history = KEEP`` (a replica's SQL thread
-        alters system-versioned tables whatever the variable says).  Matched rather than
+        alters system-versioned tables whatever the variable says) and
+        ``check_constraint_checks = 0`` (a replica stores the rows a session with checks off
+        logged; the others met the same constraints upstream).  Matched rather than
         changed rows are counted, so an UPDATE that finds its row reports it even when
         nothing changes.
         """
@@ -91,7 +93,7 @@ class Downstream:
             with conn.cursor() as cur:
                 cur.execute(
                     "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s"
-                    + (", system_versioning_alter_history = 'KEEP'"
+                    + (", system_versioning_alter_history = 'KEEP', check_constraint_checks = 0"
                        if _has_versioning(conn.server_version) else ""),
                     (REPLICA_SQL_MODE,))
             conn.commit()

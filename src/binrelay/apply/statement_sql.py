@@ -318,8 +318,9 @@ def reset_statements(*, foreign_key_checks: bool = False, user_vars: Iterable[An
                      pseudo_thread: bool = False) -> list[str]:
     """Statements that give a session back to the applier's own settings after a replay
     (``Downstream.connect``): utf8mb4, time zone +00:00, :data:`REPLICA_SQL_MODE`,
-    ``foreign_key_checks`` as the caller says (the applier's sessions run with 0), and the
-    defaults for every other variable :func:`context_statements` sets; autocommit off (a
+    ``foreign_key_checks`` as the caller says (the applier's sessions run with 0),
+    ``check_constraint_checks`` 0 (as they run: ``Downstream.connect``), and the defaults
+    for every other variable :func:`context_statements` sets; autocommit off (a
     DDL's context may have set it); ``INSERT_ID`` 0 drops a value no insert consumed.
     ``user_vars`` (names, ``UserVar`` or ``UserVarEvent``): set back to NULL.  The RAND
     seeds have no default to go back to; the applier never calls RAND().
@@ -328,9 +329,10 @@ def reset_statements(*, foreign_key_checks: bool = False, user_vars: Iterable[An
     """
     sets = ["@@session.timestamp = DEFAULT", "@@session.time_zone = '+00:00'",
             "@@session.sql_mode = " + sql_string(REPLICA_SQL_MODE),
-            f"@@session.foreign_key_checks = {1 if foreign_key_checks else 0}"]
+            f"@@session.foreign_key_checks = {1 if foreign_key_checks else 0}",
+            "@@session.check_constraint_checks = 0"]
     sets += [f"@@session.{name} = DEFAULT" for name in (
-        "sql_auto_is_null", "unique_checks", "check_constraint_checks", "sql_if_exists",
+        "sql_auto_is_null", "unique_checks", "sql_if_exists",
         "explicit_defaults_for_timestamp", "system_versioning_insert_history",
         "auto_increment_increment", "auto_increment_offset", "lc_time_names",
         "collation_server", "collation_database")]
