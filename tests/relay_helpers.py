@@ -43,6 +43,7 @@ class RelayProcess:
     """``binrelay relay --config`` in a subprocess."""
 
     def __init__(self, config: Path, log: Path) -> None:
+        self.log_path = log
         self._log = open(log, "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(binrelay_cmd("relay", "--config", str(config)),
                                      stdout=self._log, stderr=subprocess.STDOUT)
@@ -63,6 +64,14 @@ class RelayProcess:
     @property
     def running(self) -> bool:
         return self.proc.poll() is None
+
+    def exit_report(self) -> str:
+        """How it ended, with its log's last warnings and errors (a CI run keeps no files)."""
+        self._log.flush()
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        worst = [line for line in lines
+                 if " level=info " not in line and " level=debug " not in line]
+        return f"relay exited with {self.proc.returncode}; its log ends:\n" + "\n".join(worst[-12:])
 
 
 def relay_until_caught_up(config: Path, server: MariaDBServer, relay_dir: Path,
@@ -101,7 +110,7 @@ def wait_caught_up(relay_dir: Path, server: MariaDBServer, *, timeout: float = 1
     want = server.master_status()
     while time.monotonic() < deadline:
         if process is not None and not process.running:
-            raise AssertionError(f"relay exited with {process.proc.returncode}")
+            raise AssertionError(process.exit_report())
         want = server.master_status()
         meta = None
         with contextlib.suppress(Exception):
