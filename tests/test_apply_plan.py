@@ -415,6 +415,9 @@ def test_change_statements() -> None:
     ("TRUNCATE t", "truncate"),
     ("/*!40000 ALTER TABLE t DISABLE KEYS */", "other"),
     ("GRANT ALL ON *.* TO x", "other"),
+    ("SET STATEMENT lock_wait_timeout = 5 FOR ALTER TABLE t ADD c INT", "alter table"),
+    ("SET STATEMENT a = (1), b = 'x' FOR /* c */ RENAME TABLE a TO b", "rename table"),
+    ("SET STATEMENT a = 1 FOR INSERT INTO t VALUES (1)", "other"),
 ])
 def test_ddl_kinds(statement: str, kind: str) -> None:
     assert ddl_kind(statement).name == kind
@@ -435,6 +438,8 @@ def test_ddl_kinds(statement: str, kind: str) -> None:
     ("CREATE SEQUENCE s", False), ("DROP SEQUENCE s", False),
     ("CREATE TRIGGER g BEFORE INSERT ON t FOR EACH ROW SET @a = 1", False),
     ("DROP TRIGGER g", False), ("GRANT ALL ON *.* TO x", False),
+    ("SET STATEMENT a = 1 FOR TRUNCATE t", True),
+    ("SET STATEMENT a = 1 FOR CREATE TABLE t (a int, b int AS (a) STORED)", False),
 ])
 def test_which_ddl_keeps_the_write_rules(statement: str, kept: bool) -> None:
     assert keeps_rules(statement) is kept

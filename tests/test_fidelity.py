@@ -245,6 +245,14 @@ DDL_CONTEXT = [
     (3, "CREATE TABLE app.l (id INT PRIMARY KEY, v VARCHAR(10) DEFAULT 'é')"
         " CHARACTER SET utf8mb4"),
     (3, "INSERT INTO app.l (id) VALUES (1)"),
+    # MariaDB logs SET STATEMENT ... FOR <DDL> as typed: still a DDL (it commits, so the
+    # rows before it are not replayed again after a crash; the rules are read again).
+    "INSERT INTO app.t (id, v) VALUES (3, 'c')",
+    "SET STATEMENT lock_wait_timeout = 5, sql_mode = 'NO_ZERO_DATE' FOR ALTER TABLE app.t"
+    " ADD COLUMN g INT AS (id * 2) STORED",
+    "INSERT INTO app.t (id, v) VALUES (4, 'd')",
+    "SET STATEMENT max_statement_time = 0 FOR CREATE TABLE app.s (id INT PRIMARY KEY, n INT)",
+    "INSERT INTO app.s VALUES (1, 1)",
 ]
 
 

@@ -80,6 +80,14 @@ def test_segments_of_a_file_read_with_one_decoder_as_each_with_its_own(
     ("DROP TEMPORARY TABLE IF EXISTS t", False),
     ("create or replace table t (id int)", True),
     ("", False),
+    # MariaDB's SET STATEMENT ... FOR, logged as typed: what follows its FOR decides.
+    ("SET STATEMENT lock_wait_timeout = 5 FOR ALTER TABLE t ADD c INT", True),
+    ("/* x */ set statement sql_mode = 'A,FOR', n = (SELECT 1 FOR UPDATE) for\n"
+     "/* y */ CREATE TABLE t (id INT)", True),
+    ("SET STATEMENT x = 1 FOR INSERT INTO t VALUES (1)", False),
+    ("SET STATEMENT x = 1 FOR CREATE TEMPORARY TABLE t (id INT)", False),
+    ("SET STATEMENT x = 1", False),
+    ("SET @a = 1", False),
 ])
 def test_which_statements_commit_by_themselves(statement: str, ddl: bool) -> None:
     assert serial.commits_implicitly(statement) is ddl
@@ -89,6 +97,7 @@ def test_which_statements_commit_by_themselves(statement: str, ddl: bool) -> Non
     ("CREATE TEMPORARY TABLE t (id INT)", True),
     ("/* job */ create or replace temporary table t AS SELECT 1", True),
     ("CREATE TEMPORARY SEQUENCE s", True),
+    ("SET STATEMENT max_statement_time = 1 FOR CREATE TEMPORARY TABLE t (id INT)", True),
     ("INSERT INTO t VALUES (CONNECTION_ID())", True),
     ("UPDATE t SET owner = connection_id ()", True),
     ("CREATE TABLE t (id INT)", False),
@@ -132,6 +141,9 @@ def test_which_statements_need_their_sessions_thread_id(statement: str, own: boo
      " EVERY 1 DAY -- enable\n  DISABLE ON SLAVE COMMENT 'ENABLE' DO SELECT 1"),
     ("CREATE DEFINER=`root`@`localhost` PROCEDURE p() SELECT 1", None, None),
     ("CREATE TABLE event (a INT)", None, None),
+    ("SET STATEMENT x = 'FOR' FOR CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1", None,
+     "SET STATEMENT x = 'FOR' FOR CREATE EVENT e ON SCHEDULE EVERY 1 DAY DISABLE ON SLAVE "
+     " DO SELECT 1"),
     # Not ASCII before the edits, not UTF-8: left as it is (disabled right after it runs).
     ("CREATE EVENT `é` ON SCHEDULE EVERY 1 HOUR ENABLE DO DELETE FROM t",
      "CREATE EVENT `é` ON SCHEDULE EVERY 1 HOUR ENABLE DO DELETE FROM t".encode("latin-1"),

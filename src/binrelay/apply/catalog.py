@@ -36,7 +36,7 @@ from typing import Any
 from binrelay.apply.changes import TableRef
 from binrelay.apply.ddl_journal import sql_words, statement_names
 from binrelay.apply.downstream import query_rows
-from binrelay.apply.sql import created_table, ddl_kind, rename_pairs
+from binrelay.apply.sql import created_table, ddl_kind, rename_pairs, statement_proper
 from binrelay.errors import UnfaithfulApplyError
 
 __all__ = ["NARROW_KINDS", "SYSTEM_SCHEMAS", "TableRules", "Trigger", "keeps_rules",
@@ -298,6 +298,7 @@ def leaves_rules(rules: TableRules, statement: str, schema: str | None) -> bool:
     another table, not versioned), an ``ALTER TABLE ... ADD COLUMN`` of plain columns and
     nothing else, or a ``RENAME TABLE`` of tables the rules know nothing of (under either
     name).  Words in literals, quoted names and comments do not count."""
+    statement = statement_proper(statement)
     kind = ddl_kind(statement).name
     if kind == "rename table":
         # Rules follow a renamed table: none before, none after.

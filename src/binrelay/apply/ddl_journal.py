@@ -32,7 +32,7 @@ from typing import Any
 
 from binrelay.apply.changes import TableRef
 from binrelay.apply.downstream import Query, ScriptError, errno_of, query_rows, run_queries
-from binrelay.apply.sql import ddl_kind, quote_table, rename_targets, snippet
+from binrelay.apply.sql import ddl_kind, quote_table, rename_targets, snippet, statement_proper
 from binrelay.apply.statement_sql import sql_string
 from binrelay.errors import DdlOutcomeUnknownError
 
@@ -149,6 +149,7 @@ def evident(statement: str, schema: str | None) -> bool:
     Anything else, and anything it cannot read for certain (a backslash, an executable
     comment), is not evident: its print decides.
     """
+    statement = statement_proper(statement)
     text = sql_words(statement)
     if text is None:
         return False
@@ -385,9 +386,10 @@ def decide(statement: str, recorded: str | None, verdict: int | None, now: Catal
         return RUN
     if verdict == 1 or recorded != now.digest:
         return SKIP
-    kind = ddl_kind(statement).name
-    seen = (kind != "other" or _SEEN_OTHER.match(statement)) and not _UDF.search(statement)
-    if _REPEATABLE.match(statement) or (seen and not (_swaps(statement, kind)
+    proper = statement_proper(statement)
+    kind = ddl_kind(proper).name
+    seen = (kind != "other" or _SEEN_OTHER.match(proper)) and not _UDF.search(proper)
+    if _REPEATABLE.match(proper) or (seen and not (_swaps(proper, kind)
                                                       and now.unidentified)):
         return RUN
     where = "" if journal is None or position is None else journal.row_sql(position)

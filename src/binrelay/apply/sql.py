@@ -37,6 +37,7 @@ __all__ = [
     "snippet",
     "sql_literal",
     "statement_body",
+    "statement_proper",
     "trigger_ddl",
     "use_schema",
 ]
@@ -347,14 +348,52 @@ _EXECUTABLE_OPENS = re.compile(r"/\*M?!\d*")
 def statement_body(statement: str) -> str:
     """``statement`` from its first word on: leading blanks and plain comments skipped, an
     executable comment (``/*!NNNNN ...``, ``/*M!NNNNNN ...``) opened, as its text runs (a
-    client's ``/* app: ... */ UPDATE ...`` is an UPDATE)."""
+    client's ``/* app: ... */ UPDATE ...`` is an UPDATE), MariaDB's ``SET STATEMENT ...
+    FOR`` passed (:func:`statement_proper`)."""
     at = 0
     while True:
         at = _LEADING_NOISE.match(statement, at).end()  # type: ignore[union-attr]
         opened = _EXECUTABLE_OPENS.match(statement, at)
         if opened is None:
-            return statement[at:]
-        at = opened.end()
+            proper = _set_statement_end(statement, at)
+            if proper == at:
+                return statement[at:]
+            at = proper
+        else:
+            at = opened.end()
+
+
+_SET_STATEMENT = re.compile(r"SET\s+STATEMENT\b", re.IGNORECASE)
+
+
+def statement_proper(statement: str) -> str:
+    """The statement a MariaDB ``SET STATEMENT var = value [, ...] FOR <statement>`` runs,
+    from its first word (``statement`` itself when it has no such prefix).  MariaDB logs an
+    ALTER / CREATE TABLE typed so with the prefix: what kind of DDL it is, and what it
+    names, is read after it (it still runs as logged)."""
+    at = _LEADING_NOISE.match(statement).end()  # type: ignore[union-attr]
+    proper = _set_statement_end(statement, at)
+    if proper == at:
+        return statement
+    return statement[_LEADING_NOISE.match(statement, proper).end():]  # type: ignore[union-attr]
+
+
+def _set_statement_end(statement: str, at: int) -> int:
+    """Past ``SET STATEMENT ... FOR`` when it starts at ``at`` (the first ``FOR`` outside
+    quotes, comments and parentheses), else ``at``."""
+    m = _SET_STATEMENT.match(statement, at)
+    if m is None:
+        return at
+    depth, pos = 0, m.end()
+    while (token := _TOKEN.match(statement, pos)) is not None:
+        word, pos = token.group(1), token.end()
+        if word == "(":
+            depth += 1
+        elif word == ")":
+            depth -= 1
+        elif depth == 0 and word.upper() == "FOR":
+            return pos
+    return at  # cut short: not read as a prefix
 
 
 _START_TRANSACTION = re.compile(rb"\s+START\s+TRANSACTION\s*;?\s*$", re.IGNORECASE)
@@ -375,6 +414,7 @@ def start_transaction_clause(raw: bytes) -> int:
 
 
 def ddl_kind(statement: str) -> DdlKind:
+    statement = statement_proper(statement)
     body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
     for pattern, kind in _KINDS:
         if pattern.match(body):
@@ -399,6 +439,7 @@ _TRIGGER_DDL = re.compile(
 
 def trigger_ddl(statement: str, schema: str | None) -> tuple[str, TableRef | None] | None:
     """``("create" | "drop", trigger name as schema.name)`` for trigger DDL, else None."""
+    statement = statement_proper(statement)
     body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
     m = _TRIGGER_DDL.match(body)
     if m is None:
@@ -448,6 +489,12 @@ def _event_ddl(statement: str) -> _EventDdl | None:
             return True
         return False
 
+    if take("SET", "STATEMENT"):  # MariaDB's prefix: the event statement follows its FOR
+        depth = 0
+        while k < len(words) and (depth or words[k] != "FOR"):
+            depth += {"(": 1, ")": -1}.get(words[k], 0)
+            k += 1
+        k += 1
     if not (take("CREATE") or take("ALTER")):
         return None
     take("OR", "REPLACE")
@@ -559,6 +606,7 @@ _CREATE_TABLE = re.compile(rf"CREATE\s+TABLE\s+(?!IF\b)({_QNAME})", re.IGNORECAS
 def created_table(statement: str, schema: str | None) -> TableRef | None:
     """The table ``CREATE TABLE name ...`` makes (not ``IF NOT EXISTS``, not ``TEMPORARY``,
     not ``OR REPLACE``), or None."""
+    statement = statement_proper(statement)
     body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
     m = _CREATE_TABLE.match(body)
     if m is None or '"' in m.group(1):  # an ANSI-quoted name: not read here
@@ -570,6 +618,7 @@ def rename_pairs(statement: str, schema: str | None
                  ) -> list[tuple[TableRef | None, TableRef]] | None:
     """``(from, to)`` per table a RENAME TABLE / ALTER TABLE … RENAME renames (``from``
     None for ALTER TABLE, whose table is not read here), or None if unsure."""
+    statement = statement_proper(statement)
     body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
     pairs: list[tuple[str, str]] = []
     whole = _RENAME_TABLE.match(body)
