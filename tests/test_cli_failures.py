@@ -223,6 +223,32 @@ def test_an_unexpected_exception_on_the_driver_is_one_line(tmp_path: Path, monke
     assert "Traceback (most recent call last)" in log and "in run" in log
 
 
+def test_an_unexpected_exception_in_the_relay_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    """As for the sync: a bug in the relay's loop is one line, its traceback in the log."""
+    from binrelay.relay.service import RelayService
+
+    def broken(_self: Any) -> None:
+        raise IndexError("index out of range\nsomewhere")
+
+    monkeypatch.setattr(RelayService, "run", broken)
+    log_file = tmp_path / "relay.log"
+    config = tmp_path / "c.toml"
+    config.write_text(f'relay-dir = "{tmp_path / "relay"}"\nlog-level = "debug"\n'
+                      f'log-file = "{log_file.name}"\n'
+                      '[from]\nhost = "127.0.0.1"\nport = 1\nuser = "root"\n')
+    try:
+        result = CliRunner().invoke(main, ["relay", "--config", str(config)])
+    finally:
+        setup_logging("info")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(
+        "binrelay: error: [BR0001] internal error: IndexError: index out of range; this is a"
+        " bug"), result.stderr
+    assert result.stderr.count("\n") == 1
+    log = log_file.read_text()
+    assert "Traceback (most recent call last)" in log and "in broken" in log
+
+
 def test_a_log_file_that_cannot_be_opened_is_a_config_error(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text(f'relay-dir = "{tmp_path / "relay"}"\n'

@@ -24,13 +24,11 @@ def _fail(exc: BinrelayError) -> NoReturn:
     sys.exit(exc.exit_code)
 
 
-def reports_errors(func: Callable[..., Any], *, all_errors: bool = False
-                   ) -> Callable[..., Any]:
-    """Turn our errors into one line on stderr and the error's exit status.
-
-    ``all_errors`` (the commands that run Spark): a failed Spark job is the error its task
-    raised (``binrelay.spark.failures``), and any other exception an internal error; one
-    line either way, the tracebacks in the log at debug level."""
+def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn any exception into one line on stderr and an exit status: ours say what is
+    wrong and what to do; a failed Spark job is the error its task raised
+    (``binrelay.spark.failures``); anything else an internal error.  Tracebacks go to the log
+    at debug level, never to the terminal."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -40,15 +38,10 @@ def reports_errors(func: Callable[..., Any], *, all_errors: bool = False
             log.debug("command failed", exc_info=exc)
             _fail(exc)
         except Exception as exc:
-            if not all_errors:
-                raise
-            # Imported here: it needs no pyspark, but only these commands need it at all.
+            # Imported here: it needs no pyspark, and a command that never fails so never
+            # loads it.
             from binrelay.spark.failures import unexpected_error
 
             _fail(unexpected_error(exc))
 
     return wrapper
-
-
-def reports_all_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    return reports_errors(func, all_errors=True)

@@ -14,7 +14,7 @@ import click
 
 from binrelay import __version__
 from binrelay.cli.dump import dump
-from binrelay.cli.failing import reports_all_errors, reports_errors
+from binrelay.cli.failing import reports_errors
 from binrelay.config import Config, load_config
 from binrelay.errors import BinrelayError, ConfigError
 from binrelay.logfmt import setup_logging
@@ -125,7 +125,7 @@ def relay(config_path: str) -> None:
               help="TOML configuration file")
 @click.option("--until-caught-up", is_flag=True,
               help="apply everything relayed so far, then exit 0")
-@reports_all_errors
+@reports_errors
 def sync(config_path: str, until_caught_up: bool) -> None:
     """Apply the relay log to the downstream ([to]) on Spark, until stopped."""
     from binrelay.spark.sync import SyncPipeline
@@ -156,7 +156,7 @@ def sync(config_path: str, until_caught_up: bool) -> None:
 @main.command()
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
               help="TOML configuration file")
-@reports_all_errors
+@reports_errors
 def recover(config_path: str) -> None:
     """Bring the downstream back to a consistent state from the relay log (no upstream)."""
     from binrelay.spark.sync import recover as run_recover
