@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pymysql
+import pytest
+
+from binrelay.errors import UpstreamAuthError, UpstreamConnectionError, UpstreamError
 from binrelay.relay.layout import list_binlogs, read_meta
 from binrelay.testing.procs import find_free_port
+from binrelay.upstream.client import Endpoint, _translate
 from relay_helpers import (
     RelayProcess,
     assert_identical,
@@ -148,3 +153,26 @@ def test_disk_full_fails_cleanly_and_loses_nothing(mariadb, tmp_path: Path) -> N
     finally:
         assert relay.stop() == 0
     assert_identical(subdir, mariadb)
+
+
+@pytest.mark.parametrize(("exc", "kind"), [
+    # Lost bytes or a closed socket, as PyMySQL reports them: reconnect.
+    (pymysql.err.InternalError("Packet sequence number wrong - got 3 expected 1"),
+     UpstreamConnectionError),
+    (pymysql.err.InterfaceError(0, ""), UpstreamConnectionError),
+    (pymysql.err.OperationalError(2013, "Lost connection to server during query"),
+     UpstreamConnectionError),
+    (pymysql.err.OperationalError(1159, "Got timeout reading communication packets"),
+     UpstreamConnectionError),
+    (pymysql.err.OperationalError(1927, "Connection was killed"), UpstreamConnectionError),
+    # The server's answer to the request: retrying would get the same.
+    (pymysql.err.OperationalError(1045, "Access denied"), UpstreamAuthError),
+    (pymysql.err.OperationalError(1236, "binlog truncated in the middle of event"),
+     UpstreamError),
+    (pymysql.err.InternalError(1105, "Unknown error"), UpstreamError),
+    (pymysql.err.OperationalError("not a code", "text"), UpstreamError),
+])
+def test_which_upstream_errors_are_a_lost_connection(exc: Exception, kind: type) -> None:
+    err = _translate(exc, Endpoint("127.0.0.1", 3306, "repl", "secret"))
+    assert type(err) is kind
+    assert "secret" not in str(err)
