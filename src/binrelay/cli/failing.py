@@ -37,6 +37,9 @@ def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except BinrelayError as exc:
             log.debug("command failed", exc_info=exc)
             _fail(exc)
+        except (click.exceptions.ClickException, click.exceptions.Exit,
+                click.exceptions.Abort):
+            raise  # click's own ways to end a command: it prints them as it does
         except Exception as exc:
             # Imported here: it needs no pyspark, and a command that never fails so never
             # loads it.
