@@ -249,6 +249,30 @@ def test_an_unexpected_exception_in_the_relay_is_one_line(tmp_path: Path, monkey
     assert "Traceback (most recent call last)" in log and "in broken" in log
 
 
+def test_a_bug_where_no_log_records_it_leaves_its_traceback_in_a_file(
+        tmp_path: Path, monkeypatch) -> None:
+    """``dump`` has no log: the line names a private file holding the traceback."""
+    import binrelay.cli.dump as dump_module
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise KeyError("a decoder bug")
+
+    monkeypatch.setattr(dump_module, "decode_files", broken)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    target = tmp_path / "mysql-bin.000001"
+    target.write_bytes(b"\xfebin")
+    result = CliRunner().invoke(main, ["dump", str(target)])
+    assert result.exit_code == 1, result.output
+    m = re.fullmatch(r"binrelay: error: \[BR0001\] internal error: KeyError: 'a decoder bug';"
+                     r" this is a bug: its traceback is in (\S+); report it with that"
+                     r" traceback\n", result.stderr)
+    assert m, result.stderr
+    saved = Path(m[1])
+    assert saved.parent == tmp_path and saved.stat().st_mode & 0o777 == 0o600
+    assert "Traceback (most recent call last)" in saved.read_text()
+    assert "in broken" in saved.read_text()
+
+
 def test_a_log_file_that_cannot_be_opened_is_a_config_error(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text(f'relay-dir = "{tmp_path / "relay"}"\n'

@@ -170,6 +170,8 @@ def test_disk_full_fails_cleanly_and_loses_nothing(mariadb, tmp_path: Path) -> N
     (pymysql.err.OperationalError(1236, "binlog truncated in the middle of event"),
      UpstreamError),
     (pymysql.err.InternalError(1105, "Unknown error"), UpstreamError),
+    (pymysql.err.OperationalError(1184, "Aborted connection 5 to db: 'unconnected' user:"
+                                        " 'repl' (init_connect command failed)"), UpstreamError),
     (pymysql.err.OperationalError("not a code", "text"), UpstreamError),
 ])
 def test_which_upstream_errors_are_a_lost_connection(exc: Exception, kind: type) -> None:

@@ -220,9 +220,9 @@ class DownstreamRowError(DownstreamError):
     """The downstream rejected a row the upstream accepted (constraint, type, missing row)."""
 
     code = "BR5104"
-    hint = ("the downstream table differs from the upstream's (a constraint, NOT NULL, type or "
-            "row the upstream does not have); fix it downstream and run again: nothing of the "
-            "failed task was kept and the checkpoint did not move")
+    hint = ("the downstream table differs from the upstream's (a key, NOT NULL, type, "
+            "partitioning or row the upstream does not have); fix it downstream and run "
+            "again: nothing of the failed task was kept and the checkpoint did not move")
 
 
 class DownstreamSchemaError(DownstreamError):

@@ -93,8 +93,10 @@ class Downstream:
             with conn.cursor() as cur:
                 cur.execute(
                     "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s"
-                    + (", system_versioning_alter_history = 'KEEP', check_constraint_checks = 0"
-                       if _has_versioning(conn.server_version) else ""),
+                    + (", check_constraint_checks = 0"
+                       if _mariadb_at_least(conn.server_version, (10, 2, 1)) else "")
+                    + (", system_versioning_alter_history = 'KEEP'"
+                       if _mariadb_at_least(conn.server_version, (10, 3, 4)) else ""),
                     (REPLICA_SQL_MODE,))
             conn.commit()
         except pymysql.MySQLError as exc:
@@ -194,11 +196,13 @@ def query_rows(cur: Any, queries: Sequence[Query]) -> list[tuple[Any, ...]]:
         raise exc.error from None
 
 
-def _has_versioning(server_version: str) -> bool:
-    """MariaDB 10.3.4+ has system-versioned tables (and their session variables)."""
+def _mariadb_at_least(server_version: str, version: tuple[int, int, int]) -> bool:
+    """Whether the server is MariaDB ``version`` or later: 10.2.1 has CHECK constraints
+    (``check_constraint_checks``), 10.3.4 system-versioned tables (and their session
+    variables)."""
     # The handshake says "5.5.5-10.11.19-MariaDB-…" (the prefix kept old clients working).
     digits = re.search(r"(\d+)\.(\d+)\.(\d+)-MariaDB", server_version, re.IGNORECASE)
-    return digits is not None and tuple(map(int, digits.groups())) >= (10, 3, 4)
+    return digits is not None and tuple(map(int, digits.groups())) >= version
 
 
 #: Idle apply connections of this process, per downstream (most recently returned last).

@@ -363,9 +363,6 @@ def statement_body(statement: str) -> str:
             at = opened.end()
 
 
-_SET_STATEMENT = re.compile(r"SET\s+STATEMENT\b", re.IGNORECASE)
-
-
 def statement_proper(statement: str) -> str:
     """The statement a MariaDB ``SET STATEMENT var = value [, ...] FOR <statement>`` runs,
     from its first word (``statement`` itself when it has no such prefix).  MariaDB logs an
@@ -380,19 +377,22 @@ def statement_proper(statement: str) -> str:
 
 def _set_statement_end(statement: str, at: int) -> int:
     """Past ``SET STATEMENT ... FOR`` when it starts at ``at`` (the first ``FOR`` outside
-    quotes, comments and parentheses), else ``at``."""
-    m = _SET_STATEMENT.match(statement, at)
-    if m is None:
-        return at
-    depth, pos = 0, m.end()
+    quotes, comments and parentheses, and not a variable's name), else ``at``."""
+    words, depth, pos, prev = 0, 0, at, ""
     while (token := _TOKEN.match(statement, pos)) is not None:
         word, pos = token.group(1), token.end()
-        if word == "(":
+        upper = word.upper()
+        if words < 2:  # SET, then STATEMENT
+            if upper != ("SET", "STATEMENT")[words]:
+                return at
+            words += 1
+        elif word == "(":
             depth += 1
         elif word == ")":
             depth -= 1
-        elif depth == 0 and word.upper() == "FOR":
+        elif depth == 0 and upper == "FOR" and prev not in ("@", "."):
             return pos
+        prev = word
     return at  # cut short: not read as a prefix
 
 
@@ -491,7 +491,7 @@ def _event_ddl(statement: str) -> _EventDdl | None:
 
     if take("SET", "STATEMENT"):  # MariaDB's prefix: the event statement follows its FOR
         depth = 0
-        while k < len(words) and (depth or words[k] != "FOR"):
+        while k < len(words) and (depth or words[k] != "FOR" or words[k - 1] in ("@", ".")):
             depth += {"(": 1, ")": -1}.get(words[k], 0)
             k += 1
         k += 1

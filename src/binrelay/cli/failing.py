@@ -1,17 +1,22 @@
 """How a command fails: one line on stderr and the error's exit status; the traceback goes
-to the log at debug level."""
+to the log at debug level (or, for a bug the log does not record at that level, to a
+private file the line names)."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, NoReturn
 
 import click
 
-from binrelay.errors import BinrelayError
+from binrelay.errors import BinrelayError, InternalError
 
 log = logging.getLogger("binrelay")
 
@@ -41,10 +46,28 @@ def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
                 click.exceptions.Abort):
             raise  # click's own ways to end a command: it prints them as it does
         except Exception as exc:
+            if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+                raise  # the reader went away (``| head``): click ends quietly
             # Imported here: it needs no pyspark, and a command that never fails so never
             # loads it.
             from binrelay.spark.failures import unexpected_error
 
-            _fail(unexpected_error(exc))
+            err = unexpected_error(exc)
+            if isinstance(err, InternalError) and not log.isEnabledFor(logging.DEBUG):
+                err = _traceback_saved(err, exc)
+            _fail(err)
 
     return wrapper
+
+
+def _traceback_saved(err: InternalError, exc: BaseException) -> InternalError:
+    """``err`` naming a file (0600, in the temporary directory) that holds the traceback
+    the log does not record at its level (or at all: ``dump`` has no log)."""
+    try:
+        fd, path = tempfile.mkstemp(prefix="binrelay-traceback-", suffix=".txt")
+        with os.fdopen(fd, "w") as f:
+            f.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        return err
+    return InternalError(err.message, hint=f"this is a bug: its traceback is in {path};"
+                                            " report it with that traceback")

@@ -35,10 +35,10 @@ HEARTBEAT_PERIOD = 1.0  # seconds between server heartbeats on an idle stream
 READ_TIMEOUT = 10.0
 
 _AUTH_ERRORS = {1044, 1045, 1698, 1227}
-#: The connection, not the request: 1152/1184 aborted, 1159/1161 network read/write
-#: interrupted (a MariaDB replica's IO thread retries them all too).
-_CONNECT_ERRORS = {2002, 2003, 2005, 2006, 2013, 2055, 1040, 1053, 1152, 1159, 1161, 1184,
-                   1927}
+#: The connection, not the request: 1152 aborted, 1159/1161 network read/write interrupted
+#: (a MariaDB replica's IO thread retries them too).  Not 1184: the server's answer when
+#: the user's init_connect fails, which no retry cures.
+_CONNECT_ERRORS = {2002, 2003, 2005, 2006, 2013, 2055, 1040, 1053, 1152, 1159, 1161, 1927}
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class BinlogFile:
 
 def _translate(exc: pymysql.err.MySQLError, endpoint: Endpoint) -> UpstreamError:
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
-    message = exc.args[1] if len(exc.args) > 1 else str(exc)
+    message = (exc.args[1] if len(exc.args) > 1 else str(exc)) or "connection closed"
     where = f"upstream {endpoint.host}:{endpoint.port}"
     if code in _AUTH_ERRORS:
         return UpstreamAuthError(f"{where} refused user {endpoint.user!r}: {message}")
