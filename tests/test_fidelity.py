@@ -1024,6 +1024,24 @@ def test_an_applier_that_may_not_take_thread_ids(mariadb_factory, tmp_path: Path
         env.downstream.execute("REVOKE BINLOG REPLAY ON *.* FROM 'applier'@'%'")
 
 
+@pytest.mark.parametrize("metadata", ["NO_LOG", "MINIMAL"])
+def test_rows_logged_without_column_names_stop_with_one_line(mariadb_factory, tmp_path: Path,
+                                                             spark, metadata: str) -> None:
+    """MariaDB's default (NO_LOG) and MySQL's (MINIMAL) log no column names: the relay says
+    so at its start, and the sync stops at the first such rows, naming the setting (it
+    wrote ``Unknown column '@1'``, a hint about the downstream's schema)."""
+    env = make_env(mariadb_factory, tmp_path,
+                   upstream_args=(f"--binlog-row-metadata={metadata}",))
+    env.run([SCHEMA, "CREATE TABLE app.t (id INT PRIMARY KEY, v INT)",
+             "INSERT INTO app.t VALUES (1, 1)"])
+    env.relay()
+    assert f"binlog_row_metadata = {metadata}" in (tmp_path / "relay.log").read_text()
+    with pytest.raises(UnfaithfulApplyError, match="SET GLOBAL binlog_row_metadata = FULL"):
+        env.sync(spark)
+    # What came before the rows (the DDL) is applied; the rows are not.
+    assert env.downstream.execute("SELECT COUNT(*) FROM app.t") == ((0,),)
+
+
 @pytest.mark.parametrize("steps", [FOREIGN_KEYS, TRIGGERS, GENERATED, UNIQUE_SWAPS, VERSIONED,
                                    SEQUENCES, COLLATED_KEYS, ODD_KEYS],
                          ids=["foreign-keys", "triggers", "generated", "unique-swaps",

@@ -165,6 +165,7 @@ class RelayService:
         self.writer: RelayWriter | None = None
         self.reconnects = 0
         self._connected_once = False
+        self._metadata_checked = False  # binlog_row_metadata: said once per process
         #: When the current session's binlog stream began (None: not yet).
         self._streaming_since: float | None = None
         # Live state for relay.status and metrics (read from other threads: plain values).
@@ -421,6 +422,16 @@ class RelayService:
             log.info("recovered %s: resume at %s:%d", current, recovery.meta.binlog_name,
                      recovery.meta.binlog_pos)
 
+    @staticmethod
+    def _say_row_metadata(metadata: str | None) -> None:
+        """The relay mirrors whatever the upstream logs; ``binrelay sync`` needs column
+        names in the table maps (it writes rows by name), which only FULL logs."""
+        if metadata != "FULL":
+            log.warning("the upstream logs no column names (binlog_row_metadata = %s): binrelay"
+                        " sync cannot apply the rows it logs so; SET GLOBAL binlog_row_metadata"
+                        " = FULL on the upstream (and in its config file)",
+                        metadata or "not supported by this server")
+
     def _session(self) -> bool:
         """One replication session; returns whether any event arrived."""
         session = UpstreamSession(self.endpoint)
@@ -431,6 +442,9 @@ class RelayService:
             self._connected_once = True
             session.check_replicable(info)
             self._check_flavor(info)
+            if not self._metadata_checked:
+                self._metadata_checked = True
+                self._say_row_metadata(session.row_metadata())
             server_id = self._server_id(info)
             subdir, meta = self._choose_start(session, info, server_id)
             writer = RelayWriter(self.relay_dir.path(subdir), meta, flavor=info.flavor,

@@ -45,7 +45,7 @@ from binrelay.apply.plan import (
     partition_of,
     partitioner,
 )
-from binrelay.errors import BinlogFormatError, ChangeError
+from binrelay.errors import BinlogFormatError, ChangeError, UnfaithfulApplyError
 from binrelay.position import SubdirName, binlog_sort_key
 from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, OP_CODES, row_images
 from binrelay.rows.scanner import row_error
@@ -283,6 +283,14 @@ def table_shape(tm: Any, rules: TableRules) -> tuple[Shape, Any, dict[str, Any]]
     it is a ``sequence``.  Generated columns are left out (the downstream computes them;
     assigning one is an error)."""
     ref = TableRef(tm.schema, tm.table)
+    if tm.columns and tm.columns[0].name is None:
+        raise UnfaithfulApplyError(
+            "the upstream logged these rows without column names (binlog_row_metadata ="
+            " NO_LOG or MINIMAL: MariaDB's and MySQL's defaults), and binrelay writes rows by"
+            " name", table=str(ref),
+            hint="SET GLOBAL binlog_row_metadata = FULL on the upstream (and in its config"
+                 " file); rows logged before that cannot be applied: load the downstream from"
+                 " a copy taken after it and start the sync there ([sync] binlog-gtid)")
     columns, key = tuple(tm.column_names), tuple(tm.primary_key)
     convert = image_params(tm)
     keep = rules.writable(ref, columns)

@@ -164,6 +164,17 @@ class UpstreamSession:
                 hint="SET GLOBAL binlog_format=ROW and set it in the server's config file",
             )
 
+    def row_metadata(self) -> str | None:
+        """``binlog_row_metadata`` (MariaDB 10.5+, MySQL 8.0.1+), or None where the server
+        has no such variable (it logs no column names then)."""
+        try:
+            value = self.variable("binlog_row_metadata")
+        except UpstreamConnectionError:
+            raise
+        except UpstreamError:
+            return None  # Unknown system variable: an older server
+        return None if value is None else value.upper()
+
     def binlog_files(self) -> list[BinlogFile]:
         return [BinlogFile(str(r[0]), int(r[1])) for r in self.query("SHOW BINARY LOGS")]
 
