@@ -273,6 +273,29 @@ def test_a_bug_where_no_log_records_it_leaves_its_traceback_in_a_file(
     assert "in broken" in saved.read_text()
 
 
+def test_a_saved_traceback_holds_the_spark_jobs_and_masks_secrets(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """A task's bug reaches the driver as an InternalError raised from None over the job's
+    exception: the file holds both; a password the log masks is masked there too."""
+    from binrelay.cli.failing import _traceback_saved
+    from binrelay.errors import InternalError
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    try:
+        try:
+            raise RuntimeError("job failed: connect(password='s3cr3t-pw') -> boom")
+        except RuntimeError:
+            raise InternalError("internal error: ValueError: boom") from None
+    except InternalError as err:
+        setup_logging("info", secrets=("s3cr3t-pw",))
+        saved = _traceback_saved(err, err)
+    text = saved.hint.split("its traceback is in ", 1)[1].split(";", 1)[0]
+    content = Path(text).read_text()
+    assert "The Spark job's exception:" in content and "job failed" in content
+    assert "s3cr3t-pw" not in content and "***" in content
+    assert str(saved).startswith("[BR0001] internal error: ValueError: boom; this is a bug:")
+
+
 def test_a_log_file_that_cannot_be_opened_is_a_config_error(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text(f'relay-dir = "{tmp_path / "relay"}"\n'

@@ -107,6 +107,14 @@ class _Py4jOnRoot(logging.Filter):
         return True
 
 
+def mask_secrets(text: str) -> str:
+    """``text`` with the secrets the log masks (``setup_logging``'s) masked too."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, LogfmtFormatter):
+            text = handler.formatter.secrets.mask(text)
+    return text
+
+
 def setup_logging(level: str, *, secrets: Iterable[str] = (),
                   stream: TextIO | None = None,
                   path: str | os.PathLike[str] | None = None) -> None:

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import click
 
 from binrelay.errors import BinrelayError, InternalError
+from binrelay.logfmt import mask_secrets
 
 log = logging.getLogger("binrelay")
 
@@ -41,6 +42,8 @@ def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except BinrelayError as exc:
             log.debug("command failed", exc_info=exc)
+            if isinstance(exc, InternalError) and not log.isEnabledFor(logging.DEBUG):
+                exc = _traceback_saved(exc, exc)  # a bug in a Spark task, rebuilt here
             _fail(exc)
         except (click.exceptions.ClickException, click.exceptions.Exit,
                 click.exceptions.Abort):
@@ -62,12 +65,22 @@ def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _traceback_saved(err: InternalError, exc: BaseException) -> InternalError:
     """``err`` naming a file (0600, in the temporary directory) that holds the traceback
-    the log does not record at its level (or at all: ``dump`` has no log)."""
+    the log does not record at its level (or at all: ``dump`` has no log): ``exc``'s, and
+    for a bug in a Spark task the job's exception and the Python worker's traceback."""
     try:
+        text = "".join(traceback.format_exception(exc))
+        job = exc.__context__ if exc.__suppress_context__ else None
+        if job is not None:
+            from binrelay.spark.failures import worker_traceback
+
+            text += "\nThe Spark job's exception:\n" + "".join(traceback.format_exception(job))
+            worker = worker_traceback(job)
+            if worker:
+                text += "\nThe Python worker's traceback:\n" + worker
         fd, path = tempfile.mkstemp(prefix="binrelay-traceback-", suffix=".txt")
-        with os.fdopen(fd, "w") as f:
-            f.write("".join(traceback.format_exception(exc)))
-    except OSError:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(mask_secrets(text))
+    except Exception:  # the one line must come out whatever happens here
         return err
     return InternalError(err.message, hint=f"this is a bug: its traceback is in {path};"
                                             " report it with that traceback")

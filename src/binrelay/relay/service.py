@@ -165,7 +165,8 @@ class RelayService:
         self.writer: RelayWriter | None = None
         self.reconnects = 0
         self._connected_once = False
-        self._metadata_checked = False  # binlog_row_metadata: said once per process
+        #: The upstreams whose binlog_row_metadata was looked at (said once each).
+        self._metadata_checked: set[str] = set()
         #: When the current session's binlog stream began (None: not yet).
         self._streaming_since: float | None = None
         # Live state for relay.status and metrics (read from other threads: plain values).
@@ -426,11 +427,14 @@ class RelayService:
     def _say_row_metadata(metadata: str | None) -> None:
         """The relay mirrors whatever the upstream logs; ``binrelay sync`` needs column
         names in the table maps (it writes rows by name), which only FULL logs."""
-        if metadata != "FULL":
+        if metadata is None:
+            log.warning("the upstream logs no column names (it has no binlog_row_metadata):"
+                        " binrelay sync cannot apply the rows it logs; an upstream of MariaDB"
+                        " 10.5+ or MySQL 8.0.1+ with binlog_row_metadata = FULL can")
+        elif metadata != "FULL":
             log.warning("the upstream logs no column names (binlog_row_metadata = %s): binrelay"
                         " sync cannot apply the rows it logs so; SET GLOBAL binlog_row_metadata"
-                        " = FULL on the upstream (and in its config file)",
-                        metadata or "not supported by this server")
+                        " = FULL on the upstream (and in its config file)", metadata)
 
     def _session(self) -> bool:
         """One replication session; returns whether any event arrived."""
@@ -442,9 +446,9 @@ class RelayService:
             self._connected_once = True
             session.check_replicable(info)
             self._check_flavor(info)
-            if not self._metadata_checked:
-                self._metadata_checked = True
+            if info.identity not in self._metadata_checked:
                 self._say_row_metadata(session.row_metadata())
+                self._metadata_checked.add(info.identity)
             server_id = self._server_id(info)
             subdir, meta = self._choose_start(session, info, server_id)
             writer = RelayWriter(self.relay_dir.path(subdir), meta, flavor=info.flavor,

@@ -160,8 +160,10 @@ def _bad_key(table: _Table, position: tuple[int, ...]) -> ChangeError:
 
 
 def compact_segment(relay_dir: str, segment: Any, tasks: int,
-                    rules: TableRules | None = None) -> Iterator[tuple[int, Record]]:
-    """The partition's records, each with the apply task (of ``tasks``) it goes to."""
+                    rules: TableRules | None = None, *, by_name: bool = True
+                    ) -> Iterator[tuple[int, Record]]:
+    """The partition's records, each with the apply task (of ``tasks``) it goes to;
+    ``by_name``: as :func:`table_shape`."""
     rules = rules or TableRules()
     by_map: dict[int, tuple[Any, _Table]] = {}
     by_ref: dict[TableRef, _Table] = {}
@@ -174,7 +176,7 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
     for tm, op, where, offset, row, images in _event_images(relay_dir, segment):
         found = by_map.get(id(tm))
         if found is None or found[0] is not tm:
-            found = (tm, _table_state(tm, by_ref, rules))
+            found = (tm, _table_state(tm, by_ref, rules, by_name))
             by_map[id(tm)] = found
         table = found[1]
         ops[op] += len(images)
@@ -253,9 +255,10 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
         yield target, (FLAGS, suspect, ())
 
 
-def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules) -> _Table:
+def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules,
+                 by_name: bool) -> _Table:
     ref = TableRef(tm.schema, tm.table)
-    shape, convert, traits = table_shape(tm, rules)
+    shape, convert, traits = table_shape(tm, rules, by_name=by_name)
     table = by_ref.get(ref)
     if table is None:
         # keyof reads the decoded image, so it keeps the table map's key indexes.
@@ -276,14 +279,17 @@ def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules) -> 
     return table
 
 
-def table_shape(tm: Any, rules: TableRules) -> tuple[Shape, Any, dict[str, Any]]:
+def table_shape(tm: Any, rules: TableRules, *, by_name: bool = True
+                ) -> tuple[Shape, Any, dict[str, Any]]:
     """The table as statements write it, ``image -> SQL parameters`` for it, and what its
     :class:`Change` objects carry besides: a system-versioned table's ``period`` (row
     start, row end indexes; not part of the key: DML only ever sees current rows), whether
     it is a ``sequence``.  Generated columns are left out (the downstream computes them;
-    assigning one is an error)."""
+    assigning one is an error).  ``by_name``: the changes are to be written (by column
+    name), so a table map without names stops here; False for a reading of positions and
+    keys only (columns then labelled ``@1``, ``@2``...)."""
     ref = TableRef(tm.schema, tm.table)
-    if tm.columns and tm.columns[0].name is None:
+    if by_name and not tm.has_names:
         raise UnfaithfulApplyError(
             "the upstream logged these rows without column names (binlog_row_metadata ="
             " NO_LOG or MINIMAL: MariaDB's and MySQL's defaults), and binrelay writes rows by"
@@ -342,13 +348,14 @@ def raw_records(relay_dir: str, segment: Any, tasks: int, tables: dict[TableRef,
             yield partition_of(route, (), tasks), (RAW, ch, tables[ch.table])
 
 
-def segment_changes(relay_dir: str, segment: Any,
-                    rules: TableRules | None = None) -> Iterator[Change]:
+def segment_changes(relay_dir: str, segment: Any, rules: TableRules | None = None, *,
+                    by_name: bool = True) -> Iterator[Change]:
     """Every change of one relay partition as a :class:`Change` (for ordered replay).
 
     An update that changes the key becomes a delete of the old key and an insert of the new
     one (positions ``(..., 0)`` and ``(..., 1)``), except in tables linked by foreign keys:
     there a delete would fire ON DELETE actions where the upstream fired ON UPDATE ones.
+    ``by_name``: as :func:`table_shape`.
     """
     rules = rules or TableRules()
     converters: dict[int, tuple[Any, Any, TableRef, tuple[str, ...], tuple[int, ...],
@@ -357,7 +364,7 @@ def segment_changes(relay_dir: str, segment: Any,
         table = change.table
         cached = converters.get(id(table))
         if cached is None or cached[0] is not table:
-            (ref, columns, key), convert, traits = table_shape(table, rules)
+            (ref, columns, key), convert, traits = table_shape(table, rules, by_name=by_name)
             split = rules.group_of(ref) is None and traits["period"] is None
             cached = (table, convert, ref, columns, key, split, traits)
             converters[id(table)] = cached

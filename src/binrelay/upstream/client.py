@@ -167,13 +167,8 @@ class UpstreamSession:
     def row_metadata(self) -> str | None:
         """``binlog_row_metadata`` (MariaDB 10.5+, MySQL 8.0.1+), or None where the server
         has no such variable (it logs no column names then)."""
-        try:
-            value = self.variable("binlog_row_metadata")
-        except UpstreamConnectionError:
-            raise
-        except UpstreamError:
-            return None  # Unknown system variable: an older server
-        return None if value is None else value.upper()
+        rows = self.query("SHOW GLOBAL VARIABLES LIKE 'binlog\\_row\\_metadata'")
+        return str(rows[0][1]).upper() if rows else None
 
     def binlog_files(self) -> list[BinlogFile]:
         return [BinlogFile(str(r[0]), int(r[1])) for r in self.query("SHOW BINARY LOGS")]
