@@ -89,6 +89,7 @@ def test_segments_of_a_file_read_with_one_decoder_as_each_with_its_own(
     ("SET STATEMENT x = 1", False),
     ("SET STATEMENT max_statement_time = @for FOR INSERT INTO t VALUES (1)", False),
     ("SET/* c */STATEMENT x = @@session.for FOR ALTER TABLE t ADD c INT", True),
+    ("SET STATEMENT long_query_time = 1. FOR ALTER TABLE t ADD c INT", True),
     ("SET @a = 1", False),
 ])
 def test_which_statements_commit_by_themselves(statement: str, ddl: bool) -> None:

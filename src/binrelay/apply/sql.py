@@ -378,7 +378,7 @@ def statement_proper(statement: str) -> str:
 def _set_statement_end(statement: str, at: int) -> int:
     """Past ``SET STATEMENT ... FOR`` when it starts at ``at`` (the first ``FOR`` outside
     quotes, comments and parentheses, and not a variable's name), else ``at``."""
-    words, depth, pos, prev = 0, 0, at, ""
+    words, depth, pos, prev, before = 0, 0, at, "", ""
     while (token := _TOKEN.match(statement, pos)) is not None:
         word, pos = token.group(1), token.end()
         upper = word.upper()
@@ -390,9 +390,10 @@ def _set_statement_end(statement: str, at: int) -> int:
             depth += 1
         elif word == ")":
             depth -= 1
-        elif depth == 0 and upper == "FOR" and prev not in ("@", "."):
+        elif depth == 0 and upper == "FOR" and not (
+                prev == "@" or (prev == "." and not before.isdigit())):  # @for, a.for; 1. FOR
             return pos
-        prev = word
+        prev, before = word, prev
     return at  # cut short: not read as a prefix
 
 

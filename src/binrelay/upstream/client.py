@@ -73,7 +73,9 @@ class BinlogFile:
 
 def _translate(exc: pymysql.err.MySQLError, endpoint: Endpoint) -> UpstreamError:
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
-    message = (exc.args[1] if len(exc.args) > 1 else str(exc)) or "connection closed"
+    message = exc.args[1] if len(exc.args) > 1 else str(exc)
+    if not message and code == 0:
+        message = "connection closed"  # PyMySQL's InterfaceError(0, '')
     where = f"upstream {endpoint.host}:{endpoint.port}"
     if code in _AUTH_ERRORS:
         return UpstreamAuthError(f"{where} refused user {endpoint.user!r}: {message}")
