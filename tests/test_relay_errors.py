@@ -7,10 +7,18 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from binrelay.errors import UpstreamAuthError, UpstreamConnectionError, UpstreamError
+from binlog_builder import BinlogBuilder
+from binrelay.errors import (
+    UpstreamAuthError,
+    UpstreamConnectionError,
+    UpstreamError,
+    UpstreamTornBinlogError,
+)
 from binrelay.relay.layout import list_binlogs, read_meta
+from binrelay.relay.verify import compare_file
 from binrelay.testing.procs import find_free_port
 from binrelay.upstream.client import Endpoint, _translate
+from binrelay.upstream.packets import error_from_packet
 from relay_helpers import (
     RelayProcess,
     assert_identical,
@@ -178,3 +186,48 @@ def test_which_upstream_errors_are_a_lost_connection(exc: Exception, kind: type)
     err = _translate(exc, Endpoint("127.0.0.1", 3306, "repl", "secret"))
     assert type(err) is kind
     assert "secret" not in str(err)
+
+
+def test_a_torn_binlog_error_names_the_file_and_the_torn_event() -> None:
+    message = (b"#HY000binlog truncated in the middle of event; consider out of disk space on"
+               b" master; the first event 'mysql-bin.000021' at 53692, the last event read"
+               b" from './mysql-bin.000038' at 176084, the last byte read from"
+               b" './mysql-bin.000038' at 176103.")
+    err = error_from_packet(b"\xff" + (1236).to_bytes(2, "little") + message)
+    assert isinstance(err, UpstreamTornBinlogError)
+    assert (err.file, err.pos) == ("mysql-bin.000038", 176084)
+    other = error_from_packet(b"\xff" + (1236).to_bytes(2, "little")
+                              + b"#HY000bogus data in log event; the first event ...")
+    assert type(other) is UpstreamError
+
+
+@pytest.mark.parametrize(("tail", "allowed"), [
+    ("uncommitted", True),  # whole events of a transaction without its XID, then torn
+    ("torn only", True),
+    ("committed", False),  # a whole transaction the relay does not have
+    ("ddl", False),
+])
+def test_what_a_relay_copy_may_lack_of_a_crashed_upstream_file(tmp_path: Path, tail: str,
+                                                               allowed: bool) -> None:
+    b = BinlogBuilder()
+    b.trx([1])
+    relayed = b.bytes()
+    if tail in ("uncommitted", "committed"):
+        b.trx([2])
+    elif tail == "ddl":
+        b.ddl()
+    upstream = b.bytes()
+    if tail == "uncommitted":
+        upstream = upstream[:b.events[-1].pos]  # without its XID
+    upstream += bytes(4) + bytes([162]) + (1).to_bytes(4, "little") + (900).to_bytes(4, "little")
+    (tmp_path / "up").mkdir()
+    (tmp_path / "relay").mkdir()
+    (tmp_path / "up" / "mysql-bin.000001").write_bytes(upstream)
+    (tmp_path / "relay" / "mysql-bin.000001").write_bytes(relayed)
+    problem = compare_file(tmp_path / "relay" / "mysql-bin.000001",
+                           tmp_path / "up" / "mysql-bin.000001")
+    assert (problem is None) is allowed, problem
+    # A relay copy that differs inside what it holds is never allowed.
+    (tmp_path / "relay" / "mysql-bin.000001").write_bytes(relayed[:-1] + b"x")
+    assert compare_file(tmp_path / "relay" / "mysql-bin.000001",
+                        tmp_path / "up" / "mysql-bin.000001") is not None

@@ -108,6 +108,41 @@ def test_upstream_restart_and_cut_connections(mariadb_factory, tmp_path: Path) -
     assert_identical(current_subdir(relay_dir), server)
 
 
+def test_an_upstream_binlog_left_torn_by_a_crash(mariadb_factory, tmp_path: Path) -> None:
+    """A server killed while writing its binlog can leave the file's last event torn (CI saw
+    it under load: error 1236 "binlog truncated in the middle of event" stopped the relay).
+    Its transaction was rolled back at the restart; the relay keeps what was committed and
+    goes on at the server's next file, as an operator moves a native replica there."""
+    server = mariadb_factory(server_id=1)
+    relay_dir = tmp_path / "relay"
+    config = write_config(tmp_path / "relay.toml", server, relay_dir)
+    server.execute("CREATE DATABASE d")
+    server.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v VARCHAR(20))")
+    server.execute("INSERT INTO d.t VALUES (1, 'before')")
+    relay = RelayProcess(config, tmp_path / "relay.log")
+    try:
+        wait_caught_up(relay_dir, server, process=relay)
+        torn_file, torn_at = server.master_status()
+        server.kill()
+        # What a kill inside the write of the next event leaves: its header, a little of
+        # its body (the header says 900 bytes).
+        with open(server.binlog_path(torn_file), "ab") as f:
+            f.write(bytes(4) + bytes([162]) + (1).to_bytes(4, "little")
+                    + (900).to_bytes(4, "little") + (torn_at + 900).to_bytes(4, "little")
+                    + bytes(2) + b"partial body")
+        server.start()
+        server.execute("INSERT INTO d.t VALUES (2, 'after the restart')")
+        wait_caught_up(relay_dir, server, process=relay)
+    finally:
+        assert relay.stop() == 0
+    log = (tmp_path / "relay.log").read_text()
+    assert f"the upstream's {torn_file} ends in a torn event at {torn_at}" in log, log[-3000:]
+    subdir = current_subdir(relay_dir)
+    assert (subdir / torn_file).stat().st_size == torn_at
+    assert server.binlog_path(torn_file).stat().st_size > torn_at
+    assert_identical(subdir, server)  # the torn tail is the one difference allowed
+
+
 def test_each_outage_backs_off_from_the_first_step(mariadb_factory, tmp_path: Path) -> None:
     """Separate outages, each after a healthy session, reconnect after 0.1 s each: the
     backoff grows within one outage, not over the relay's life (found by the soak)."""

@@ -100,6 +100,17 @@ class UpstreamError(BinrelayError):
     retryable = False
 
 
+class UpstreamTornBinlogError(UpstreamError):
+    """The upstream's binlog ``file`` ends inside an event at ``pos`` (error 1236, "binlog
+    truncated in the middle of event"): a server that crashed while writing it leaves its
+    last event torn, and the transaction it belonged to was rolled back at its restart."""
+
+    def __init__(self, message: str, *, file: str, pos: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.file = file
+        self.pos = pos
+
+
 class UpstreamConnectionError(UpstreamError):
     code = "BR4002"
     retryable = True

@@ -39,12 +39,13 @@ from binrelay.errors import (
     UpstreamConnectionError,
     UpstreamDivergedError,
     UpstreamError,
+    UpstreamTornBinlogError,
 )
 from binrelay.gtid import MariaGtidSet, MysqlGtidSet, parse_gtid_set
 from binrelay.metrics import RelayFigures
 from binrelay.position import Position, binlog_sort_key
 from binrelay.relay import consumers
-from binrelay.relay.layout import INDEX_FILENAME, RelayMeta, list_binlogs
+from binrelay.relay.layout import INDEX_FILENAME, RelayMeta, list_binlogs, write_meta
 from binrelay.relay.livestatus import (
     CONNECTING,
     DISK_FULL,
@@ -296,6 +297,9 @@ class RelayService:
                 break
             except RelayDiskFullError as exc:
                 self._wait_for_space(exc)
+            except UpstreamTornBinlogError as exc:
+                if not self._past_torn_tail(exc):
+                    raise
             except UpstreamConnectionError as exc:
                 if not self._connected_once:
                     raise
@@ -311,6 +315,33 @@ class RelayService:
                 self._sleep(delay)
                 self._with_space(lambda: self._recover(verify=False))
         log.info("relay stopped")
+
+    def _past_torn_tail(self, exc: UpstreamTornBinlogError) -> bool:
+        """Go on at the upstream's next binlog file when the one being relayed ends in a
+        torn event (``exc``): what a server that crashed while writing leaves.  Its restart
+        rolled back the transaction that event belonged to (its XID never reached the
+        binlog); every whole transaction before it has been relayed, since the server sent
+        them before it met the torn bytes, and the partial transaction was cut off with the
+        session.  A native replica stops here, and its operator moves it to the next file;
+        the relay does so only when the upstream is the one relayed, has a later file, and
+        relay.meta stands in the torn file before the torn event.  False otherwise (the
+        error stands)."""
+        current = self.relay_dir.current
+        meta = self.relay_dir.meta(current) if current is not None else None
+        if current is None or meta is None or meta.binlog_name != exc.file \
+                or meta.binlog_pos > exc.pos:
+            return False
+        with UpstreamSession(self.endpoint) as probe:
+            identity = probe.server_info().identity
+            names = [f.name for f in probe.binlog_files()]
+        if identity != current.identity or exc.file not in names or names[-1] == exc.file:
+            return False
+        following = names[names.index(exc.file) + 1]
+        log.warning("the upstream's %s ends in a torn event at %d (the server crashed while"
+                    " writing it; the transaction it began was rolled back): relayed up to"
+                    " %d, going on at %s", exc.file, exc.pos, meta.binlog_pos, following)
+        write_meta(self.relay_dir.path(current), RelayMeta(following, 4, meta.binlog_gtid))
+        return True
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -17,13 +17,19 @@ packet to ``events``.
 
 from __future__ import annotations
 
+import re
 import select
 import socket
 import struct
 import time
 from collections.abc import Callable, Iterator
 
-from binrelay.errors import BinlogPurgedError, UpstreamConnectionError, UpstreamError
+from binrelay.errors import (
+    BinlogPurgedError,
+    UpstreamConnectionError,
+    UpstreamError,
+    UpstreamTornBinlogError,
+)
 
 MAX_PACKET = 0xFFFFFF
 _STOP_POLL = 0.2
@@ -52,6 +58,11 @@ def parse_error_packet(payload: bytes) -> tuple[int, str]:
     return code, message.decode("utf-8", "replace")
 
 
+#: Where the server's reader of a torn binlog stopped: "... the last event read from
+#: './mysql-bin.000038' at 176084, the last byte read from ..." (the event at ``pos`` is torn).
+_TORN = re.compile(r"the last event read from '(?P<file>[^']+)' at (?P<pos>\d+)")
+
+
 def error_from_packet(payload: bytes) -> UpstreamError:
     code, message = parse_error_packet(payload)
     text = f"upstream error {code}: {message}"
@@ -64,6 +75,13 @@ def error_from_packet(payload: bytes) -> UpstreamError:
                      "relay-binlog-name or relay-binlog-gtid to a position it still has "
                      "(SHOW BINARY LOGS), with an empty relay dir",
             )
+        torn = _TORN.search(message) if "truncated in the middle of event" in lowered else None
+        if torn is not None:
+            return UpstreamTornBinlogError(
+                text, file=torn["file"].replace("\\", "/").rsplit("/", 1)[-1],
+                pos=int(torn["pos"]),
+                hint="the upstream crashed while writing that file; when it has started a"
+                     " later one, the relay goes on there (see docs/relay.md)")
         err = UpstreamError(text)
         return err
     err = UpstreamConnectionError(text) if code in (ER_SLAVE_SAME_ID,) else UpstreamError(text)
