@@ -7,13 +7,17 @@ import re
 import time
 from pathlib import Path
 
+from binrelay.config import load_config
 from binrelay.relay.layout import read_index, read_meta
+from binrelay.relay.service import RelayService
 from binrelay.testing.proxy import CutProxy
 from binrelay.testing.sandbox import sysbench_prepare, sysbench_run_background
+from binrelay.upstream.client import UpstreamSession
 from relay_helpers import (
     RelayProcess,
     assert_identical,
     current_subdir,
+    run_binrelay,
     wait_caught_up,
     write_config,
 )
@@ -141,6 +145,38 @@ def test_an_upstream_binlog_left_torn_by_a_crash(mariadb_factory, tmp_path: Path
     assert (subdir / torn_file).stat().st_size == torn_at
     assert server.binlog_path(torn_file).stat().st_size > torn_at
     assert_identical(subdir, server)  # the torn tail is the one difference allowed
+
+
+def test_a_torn_binlog_the_relay_cannot_explain_stops_it(mariadb_factory,
+                                                         tmp_path: Path) -> None:
+    """Torn bytes after a file's Rotate (damage, not a crash: a crash leaves no Rotate, and
+    the next file was opened by a rotation): the relay stops with one line, the relay dir
+    as it was."""
+    server = mariadb_factory(server_id=1)
+    relay_dir = tmp_path / "relay"
+    config = write_config(tmp_path / "relay.toml", server, relay_dir)
+    server.execute("CREATE DATABASE d")
+    relay = RelayProcess(config, tmp_path / "relay.log")
+    try:
+        wait_caught_up(relay_dir, server, process=relay)
+    finally:
+        assert relay.stop() == 0
+    damaged, _pos = server.master_status()
+    server.execute("FLUSH BINARY LOGS")
+    with open(server.binlog_path(damaged), "ab") as f:
+        f.write(bytes(4) + bytes([162]) + (1).to_bytes(4, "little") + (900).to_bytes(4, "little"))
+    server.execute("CREATE TABLE d.t (id INT)")
+    proc = run_binrelay("relay", "--config", str(config), timeout=60)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("binrelay: error: [BR4001] upstream error 1236: binlog truncated")
+    assert "could not confirm" in last and "torn event" not in proc.stderr
+    # What tells a crash's next file from a rotation's: its FDE's creation time.
+    service = RelayService(load_config(config))
+    first, *_rest, rotated = [name for name, _size in server.binlog_files()]
+    for name, at_start in ((first, True), (rotated, False)):
+        with UpstreamSession(service.endpoint) as probe:  # a dump ends its session
+            assert service._opened_at_start(probe, probe.server_info(), name) is at_start
 
 
 def test_each_outage_backs_off_from_the_first_step(mariadb_factory, tmp_path: Path) -> None:

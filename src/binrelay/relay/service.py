@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binrelay.binlog import constants as c
-from binrelay.binlog.parse import parse_rotate_lenient
+from binrelay.binlog.parse import parse_format_description, parse_rotate_lenient
 from binrelay.config import Config, PurgeConfig
 from binrelay.errors import (
     BinlogPurgedError,
@@ -320,28 +320,60 @@ class RelayService:
         """Go on at the upstream's next binlog file when the one being relayed ends in a
         torn event (``exc``): what a server that crashed while writing leaves.  Its restart
         rolled back the transaction that event belonged to (its XID never reached the
-        binlog); every whole transaction before it has been relayed, since the server sent
-        them before it met the torn bytes, and the partial transaction was cut off with the
-        session.  A native replica stops here, and its operator moves it to the next file;
-        the relay does so only when the upstream is the one relayed, has a later file, and
-        relay.meta stands in the torn file before the torn event.  False otherwise (the
-        error stands)."""
+        binlog); every whole event before it has been relayed, since the server reads the
+        file in order from relay.meta and sends them before it meets the torn bytes, and the
+        partial transaction was cut off with the session.  A native replica stops here, and
+        its operator moves it to the next file.  The relay does so only when relay.meta
+        stands in the torn file (cut back to it), the upstream is the one relayed, and its
+        next file is the first of a server start (its FDE has a creation time: a rotation's
+        has none), so the torn file was the one open at the crash.  False otherwise (the
+        error stands); True also when it could not tell for a lost connection or a full disk
+        (the next session meets the same error and looks again)."""
         current = self.relay_dir.current
         meta = self.relay_dir.meta(current) if current is not None else None
-        if current is None or meta is None or meta.binlog_name != exc.file \
-                or meta.binlog_pos > exc.pos:
+        if current is None or meta is None or meta.binlog_name != exc.file:
             return False
-        with UpstreamSession(self.endpoint) as probe:
-            identity = probe.server_info().identity
-            names = [f.name for f in probe.binlog_files()]
-        if identity != current.identity or exc.file not in names or names[-1] == exc.file:
-            return False
-        following = names[names.index(exc.file) + 1]
+        copy = self.relay_dir.path(current) / exc.file
+        if copy.exists() and copy.stat().st_size != meta.binlog_pos:
+            return False  # not cut back to relay.meta (a failed close): leave it to recovery
+        try:
+            with UpstreamSession(self.endpoint) as probe:
+                info = probe.server_info()
+                names = [f.name for f in probe.binlog_files()]
+                if info.identity != current.identity or exc.file not in names \
+                        or names[-1] == exc.file:
+                    return False
+                following = names[names.index(exc.file) + 1]
+                if not self._opened_at_start(probe, info, following):
+                    return False
+        except UpstreamConnectionError as lost:
+            log.warning("upstream connection lost (%s) while looking past a torn binlog;"
+                        " reconnecting", lost)
+            self._sleep(self.backoff.delay(1))
+            return True
         log.warning("the upstream's %s ends in a torn event at %d (the server crashed while"
                     " writing it; the transaction it began was rolled back): relayed up to"
                     " %d, going on at %s", exc.file, exc.pos, meta.binlog_pos, following)
-        write_meta(self.relay_dir.path(current), RelayMeta(following, 4, meta.binlog_gtid))
+        try:
+            with disk_full_raised(self.relay_dir.root):
+                write_meta(self.relay_dir.path(current),
+                           RelayMeta(following, 4, meta.binlog_gtid))
+        except RelayDiskFullError as full:
+            self._wait_for_space(full)
         return True
+
+    def _opened_at_start(self, probe: UpstreamSession, info: ServerInfo, name: str) -> bool:
+        """Whether the upstream's binlog ``name`` was opened by a server start (its FDE's
+        creation time is set; a rotation leaves it 0).  The dump it asks for leaves
+        ``probe`` good for nothing but closing."""
+        stream = probe.dump_by_position(info, server_id=self._server_id(info), file=name,
+                                        pos=4, non_blocking=True)
+        for event in stream:
+            if event[4] == c.FORMAT_DESCRIPTION_EVENT:
+                return parse_format_description(event).create_timestamp != 0
+            if event[4] != c.ROTATE_EVENT:
+                break
+        return False
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

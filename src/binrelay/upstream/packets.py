@@ -80,8 +80,9 @@ def error_from_packet(payload: bytes) -> UpstreamError:
             return UpstreamTornBinlogError(
                 text, file=torn["file"].replace("\\", "/").rsplit("/", 1)[-1],
                 pos=int(torn["pos"]),
-                hint="the upstream crashed while writing that file; when it has started a"
-                     " later one, the relay goes on there (see docs/relay.md)")
+                hint="that file ends inside an event, and the relay could not confirm it is"
+                     " what a crash while writing leaves (a later file opened by the server's"
+                     " restart: docs/relay.md); check it on the upstream with mariadb-binlog")
         err = UpstreamError(text)
         return err
     err = UpstreamConnectionError(text) if code in (ER_SLAVE_SAME_ID,) else UpstreamError(text)
