@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from binrelay.binlog import constants as c
+from binrelay.relay.scan import scan_file
 
 IN_USE_FLAG_OFFSET = 4 + 17  # the FDE's flags byte
 
@@ -49,59 +50,11 @@ def compare_file(relay_file: Path, upstream_file: Path) -> str | None:
 
 
 def uncommitted_tail(upstream_file: Path, start: int) -> bool:
-    """Whether the upstream file's bytes from ``start`` (an event boundary) hold no committed
-    transaction: whole events of one that never ended (no XID, XA PREPARE, compressed
-    transaction, or statement other than its BEGIN), then at most a torn event, as a crash
-    while writing leaves them."""
-    with open(upstream_file, "rb") as f:
-        pos = 4
-        while pos < start:  # ``start`` must be where an event begins, not inside one
-            f.seek(pos)
-            header = f.read(c.EVENT_HEADER_LEN)
-            size = int.from_bytes(header[9:13], "little")
-            if len(header) < c.EVENT_HEADER_LEN or size < c.EVENT_HEADER_LEN:
-                return False
-            pos += size
-        if pos != start:
-            return False
-        f.seek(start)
-        data = f.read()  # what a crash left past the relay's copy: one transaction at most
-    pos = 0
-    while len(data) - pos >= c.EVENT_HEADER_LEN:
-        size = int.from_bytes(data[pos + 9:pos + 13], "little")
-        if size < c.EVENT_HEADER_LEN or pos + size > len(data):
-            return True  # the torn event
-        etype = data[pos + 4]
-        if etype not in _INSIDE_A_TRANSACTION or (
-                etype == c.QUERY_EVENT and not _is_begin(data[pos:pos + size])):
-            return False
-        pos += size
-    return True
-
-
-#: What a transaction holds before its end (XID, XA PREPARE, COMMIT, a DDL's statement), or
-#: a compressed transaction whole, or a file's end (Rotate, Stop): a tail of these only is a
-#: transaction that never ended.
-_INSIDE_A_TRANSACTION = frozenset({
-    c.QUERY_EVENT,  # its BEGIN only
-    c.INTVAR_EVENT, c.RAND_EVENT, c.USER_VAR_EVENT, c.TABLE_MAP_EVENT,
-    c.WRITE_ROWS_EVENT_V1, c.UPDATE_ROWS_EVENT_V1, c.DELETE_ROWS_EVENT_V1,
-    c.WRITE_ROWS_EVENT, c.UPDATE_ROWS_EVENT, c.DELETE_ROWS_EVENT, c.PARTIAL_UPDATE_ROWS_EVENT,
-    c.ROWS_QUERY_LOG_EVENT, c.GTID_LOG_EVENT, c.ANONYMOUS_GTID_LOG_EVENT,
-    c.GTID_TAGGED_LOG_EVENT, c.ANNOTATE_ROWS_EVENT, c.GTID_EVENT,
-    c.WRITE_ROWS_COMPRESSED_EVENT_V1, c.UPDATE_ROWS_COMPRESSED_EVENT_V1,
-    c.DELETE_ROWS_COMPRESSED_EVENT_V1, c.WRITE_ROWS_COMPRESSED_EVENT,
-    c.UPDATE_ROWS_COMPRESSED_EVENT, c.DELETE_ROWS_COMPRESSED_EVENT})
-
-
-def _is_begin(event: bytes) -> bool:
-    """A Query event whose statement is ``BEGIN`` (with or without a CRC32 after it)."""
-    body = event[c.EVENT_HEADER_LEN:]
-    if len(body) < 13:
-        return False
-    db_len, status_len = body[8], int.from_bytes(body[11:13], "little")
-    text = body[13 + status_len + db_len + 1:]
-    return text == b"BEGIN" or text[:-4] == b"BEGIN"
+    """Whether the upstream file goes on past ``start`` with no transaction end: ``start``
+    is its last one (``scan_file``'s safe position), and what follows is a transaction cut
+    short, whole events then at most a torn one, as a crash while writing leaves them."""
+    scan = scan_file(upstream_file, flavor=None)
+    return scan.safe_pos == start < scan.size and (scan.torn_tail or not scan.stop_reason)
 
 
 def mariadb_binlog_check(path: Path) -> str | None:
