@@ -42,9 +42,7 @@ def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except BinrelayError as exc:
             log.debug("command failed", exc_info=exc)
-            if isinstance(exc, InternalError) and not log.isEnabledFor(logging.DEBUG):
-                exc = _traceback_saved(exc, exc)  # a bug in a Spark task, rebuilt here
-            _fail(exc)
+            err, cause = exc, exc  # an InternalError here: a bug in a Spark task, rebuilt
         except (click.exceptions.ClickException, click.exceptions.Exit,
                 click.exceptions.Abort):
             raise  # click's own ways to end a command: it prints them as it does
@@ -55,10 +53,10 @@ def reports_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             # loads it.
             from binrelay.spark.failures import unexpected_error
 
-            err = unexpected_error(exc)
-            if isinstance(err, InternalError) and not log.isEnabledFor(logging.DEBUG):
-                err = _traceback_saved(err, exc)
-            _fail(err)
+            err, cause = unexpected_error(exc), exc
+        if isinstance(err, InternalError) and not log.isEnabledFor(logging.DEBUG):
+            err = _traceback_saved(err, cause)
+        _fail(err)
 
     return wrapper
 
