@@ -10,12 +10,15 @@ import pytest
 
 from binrelay.apply.catalog import (
     NARROW_KINDS,
+    DownstreamColumn,
+    TableColumns,
     TableRules,
     keeps_rules,
     leaves_rules,
     read_rules,
     reread_rules,
 )
+from binrelay.apply.catalog import read_rules as read_all
 from binrelay.apply.changes import TableRef
 from binrelay.apply.sql import ddl_kind
 
@@ -65,14 +68,22 @@ STEPS = [
 ]
 
 
-def test_the_narrow_read_after_each_ddl_equals_a_full_read(mariadb) -> None:
+@pytest.mark.parametrize("positional", [False, True], ids=["by-name", "positional"])
+def test_the_narrow_read_after_each_ddl_equals_a_full_read(mariadb, positional: bool) -> None:
+    """(``positional``: the rules hold every table's columns and primary key, for rows
+    logged without column names.)"""
     conn = mariadb.connect(autocommit=True)
+
+    def read_rules(conn, **kwargs):
+        return read_all(conn, positional=positional, **kwargs)
+
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')")
             for sql in SETUP:
                 cur.execute(sql)
         rules = read_rules(conn, exclude_schemas=("binrelay",))
+        assert bool(rules.columns) is positional
         assert rules.fk_group and rules.generated and rules.versioned and rules.sequences
         assert (TableRef("s1", "early"), TableRef("s1", "later")) in rules.links
         seen: set[str] = set()
@@ -93,6 +104,14 @@ def test_the_narrow_read_after_each_ddl_equals_a_full_read(mariadb) -> None:
         assert TableRef("other", "trx") in rules.versioned_by_trx
         assert TableRef("s1", "select") in rules.versioned
         assert rules.group_of(TableRef("s1", "kid")) == rules.group_of(TableRef("s1", "child"))
+        if positional:
+            g2 = rules.columns_of(TableRef("S1", "G2"))
+            assert g2 == TableColumns((DownstreamColumn("a", "int"), DownstreamColumn("b", "int")),
+                                      (0,), (0,))
+            # An implicit period's columns, invisible to the catalog, follow the others.
+            assert [c.name for c in rules.columns[TableRef("s1", "select")].columns] == \
+                ["a", "b", "row_start", "row_end"]
+            assert TableRef("s1", "t1") in rules.columns
         # Several DDL read again at once, from rules read before all of them.
         before = rules
         ddls = [("s1", "CREATE TABLE m1 (id INT PRIMARY KEY, g INT AS (id) STORED)"),
@@ -182,3 +201,17 @@ def test_what_a_plain_ddl_leaves_the_rules(mariadb) -> None:
                 rules = after
     finally:
         conn.close()
+
+
+def test_rules_with_columns_are_read_again_after_every_ddl_that_changes_them() -> None:
+    """Rules holding the tables' columns (rows logged without names) are read again after a
+    DDL that adds, moves or renames a column or table, and after a DROP INDEX (which may drop
+    the primary key); other rules stay after those."""
+    positional = TableRules(positional=True)
+    for ddl in ("CREATE TABLE s1.new (id INT)", "ALTER TABLE s1.t ADD COLUMN c INT",
+                "RENAME TABLE s1.a TO s1.b"):
+        assert leaves_rules(TableRules(), ddl, "s1")
+        assert not leaves_rules(positional, ddl, "s1")
+    assert keeps_rules("DROP INDEX `PRIMARY` ON s1.t")
+    assert not keeps_rules("DROP INDEX `PRIMARY` ON s1.t", positional=True)
+    assert keeps_rules("TRUNCATE s1.t", positional=True)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from binrelay.config import load_config
+from binrelay.relay.chain import check_handover
 from binrelay.relay.layout import read_index, read_meta
 from binrelay.relay.service import RelayService
 from binrelay.testing.proxy import CutProxy
@@ -145,6 +146,10 @@ def test_an_upstream_binlog_left_torn_by_a_crash(mariadb_factory, tmp_path: Path
     assert (subdir / torn_file).stat().st_size == torn_at
     assert server.binlog_path(torn_file).stat().st_size > torn_at
     assert_identical(subdir, server)  # the torn tail is the one difference allowed
+    # Readers cross from the torn file (no Rotate at its end) to the next only on the
+    # proof the relay required: the next file was opened by the upstream's restart.
+    successor = sorted(p.name for p in subdir.glob("mysql-bin.[0-9]*"))
+    check_handover(subdir, torn_file, successor[successor.index(torn_file) + 1])
 
 
 def test_a_torn_binlog_the_relay_cannot_explain_stops_it(mariadb_factory,

@@ -189,6 +189,13 @@ class UnfaithfulApplyError(ApplyError):
     code = "BR5004"
 
 
+class NamelessRowsError(UnfaithfulApplyError):
+    """Rows logged without column names (``binlog_row_metadata`` NO_LOG or MINIMAL) met by
+    a sync whose catalog rules hold no tables' columns: the sync reads them and applies the
+    batch again, by position (``binrelay.apply.positional``).  Seen by an operator only
+    where that cannot happen."""
+
+
 class DdlOutcomeUnknownError(ApplyError):
     """A DDL of a batch in flight may or may not have run before a crash, and the
     downstream's catalog cannot tell (its effect is on accounts, plugins, servers...).

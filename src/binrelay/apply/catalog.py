@@ -17,6 +17,10 @@ table, what a statement would do beyond its own row:
   cannot be stored (a replica's ids are its own) and stops the sync.
 * **sequences** (MariaDB): a NEXTVAL is logged as a write of the sequence's row, only the
   changed values with ``binlog_row_image=MINIMAL``: the others keep what is stored.
+* **columns by position**: an upstream that logs no column names (``binlog_row_metadata``
+  NO_LOG or MINIMAL, or a server older than the setting) has its rows written by position,
+  as a replica applies them: the names, signedness, character sets and primary key of each
+  table's columns come from here (``positional``; see ``binrelay.apply.positional``).
 * **triggers** would fire a second time (their effects are in the binlog already):
   binrelay does not replay trigger DDL and refuses to write to a downstream that has
   triggers on the tables it writes (see ``docs/apply.md``).
@@ -39,7 +43,8 @@ from binrelay.apply.downstream import query_rows
 from binrelay.apply.sql import created_table, ddl_kind, rename_pairs, statement_proper
 from binrelay.errors import UnfaithfulApplyError
 
-__all__ = ["NARROW_KINDS", "SYSTEM_SCHEMAS", "TableRules", "Trigger", "keeps_rules",
+__all__ = ["NARROW_KINDS", "SYSTEM_SCHEMAS", "DownstreamColumn", "TableColumns", "TableRules",
+           "Trigger", "keeps_rules",
            "leaves_rules", "read_rules", "reread_rules"]
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
@@ -50,6 +55,29 @@ class Trigger:
     schema: str
     name: str
     table: TableRef
+
+
+@dataclass(frozen=True, slots=True)
+class DownstreamColumn:
+    """A column as the downstream's catalog describes it."""
+
+    name: str
+    #: ``information_schema.COLUMNS.DATA_TYPE``, lower-cased (``int``, ``varchar``...).
+    data_type: str
+    unsigned: bool = False
+    #: Its character set's name (``utf8mb4``...; ``binary`` for the binary string types),
+    #: None for the types that have none.
+    charset: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TableColumns:
+    """A downstream table's columns in their order, and its primary key (column indexes in
+    key order, each part's prefix length: 0 = the whole column)."""
+
+    columns: tuple[DownstreamColumn, ...]
+    primary_key: tuple[int, ...] = ()
+    primary_key_prefixes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,6 +98,20 @@ class TableRules:
     sequences: frozenset[TableRef] = frozenset()
     #: Foreign keys as (child, referenced table): what ``fk_group`` is made of.
     links: frozenset[tuple[TableRef, TableRef]] = frozenset()
+    #: Whether ``columns`` was read: the upstream logs rows without column names.
+    positional: bool = False
+    #: Every table's columns, when ``positional``.
+    columns: dict[TableRef, TableColumns] = field(default_factory=dict)
+
+    def columns_of(self, table: TableRef) -> TableColumns | None:
+        """The downstream table's columns, as the catalog spells its name or in another
+        case (a downstream with lower_case_table_names)."""
+        found = self.columns.get(table)
+        if found is None:
+            wanted = (table.schema.casefold(), table.table.casefold())
+            found = next((c for t, c in self.columns.items()
+                          if (t.schema.casefold(), t.table.casefold()) == wanted), None)
+        return found
 
     def group_of(self, table: TableRef) -> TableRef | None:
         return self.fk_group.get(table)
@@ -100,18 +142,20 @@ class TableRules:
         return tuple(i for i, c in enumerate(columns) if c.lower() not in gen)
 
 
-def read_rules(conn: Any, *, exclude_schemas: Iterable[str] = ()) -> TableRules:
-    """Read generated columns, foreign keys, triggers and max_allowed_packet."""
+def read_rules(conn: Any, *, exclude_schemas: Iterable[str] = (),
+               positional: bool = False) -> TableRules:
+    """Read generated columns, foreign keys, triggers and max_allowed_packet; with
+    ``positional``, every table's columns too."""
     skip = tuple(sorted(SYSTEM_SCHEMAS | set(exclude_schemas)))
     with conn.cursor() as cur:
-        read = _read(cur, _Everywhere(skip))
+        read = _read(cur, _Everywhere(skip), positional=positional)
         cur.execute("SELECT @@global.max_allowed_packet")
         (packet,) = cur.fetchone()
     conn.commit()
-    generated, versioned, by_trx, sequences, links, triggers = read
+    generated, versioned, by_trx, sequences, links, triggers, columns = read
     return TableRules({t: frozenset(c) for t, c in generated.items()}, fk_groups(links),
                       triggers, int(packet), versioned, frozenset(by_trx),
-                      frozenset(sequences), frozenset(links))
+                      frozenset(sequences), frozenset(links), positional, columns)
 
 
 def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, str | None]],
@@ -134,8 +178,9 @@ def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, s
         there = _existing(cur, sorted(named))
         named |= there  # as the server spells them (lower_case_table_names)
         children = {child for child, parent in rules.links if parent in named}
-        generated, versioned, by_trx, sequences, links, _triggers = _read(
-            cur, _Named(sorted(there), sorted(there | children)), triggers=False)
+        generated, versioned, by_trx, sequences, links, _triggers, columns = _read(
+            cur, _Named(sorted(there), sorted(there | children)), triggers=False,
+            positional=rules.positional)
     conn.commit()
     gone = named | children
     all_links = {link for link in rules.links if link[0] not in gone} | set(links)
@@ -146,7 +191,8 @@ def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, s
         {**{t: p for t, p in rules.versioned.items() if t not in named}, **versioned},
         frozenset({t for t in rules.versioned_by_trx if t not in named} | by_trx),
         frozenset({t for t in rules.sequences if t not in named} | sequences),
-        frozenset(all_links))
+        frozenset(all_links), rules.positional,
+        {**{t: c for t, c in rules.columns.items() if t not in named}, **columns})
 
 
 def _existing(cur: Any, tables: list[TableRef]) -> set[TableRef]:
@@ -193,11 +239,13 @@ class _Named:
         return sql, tuple(p for t in tables for p in (t.schema, t.table))
 
 
-def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tuple[
+def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
+          positional: bool = False) -> tuple[
         dict[TableRef, set[str]], dict[TableRef, tuple[str, str]], set[TableRef],
-        set[TableRef], list[tuple[TableRef, TableRef]], tuple[Trigger, ...]]:
+        set[TableRef], list[tuple[TableRef, TableRef]], tuple[Trigger, ...],
+        dict[TableRef, TableColumns]]:
     """The catalog's facts :class:`TableRules` holds, for the tables ``where`` selects (in
-    one round trip on a connection that runs scripts)."""
+    one round trip on a connection that runs scripts); with ``positional``, their columns."""
     asked = {
         "columns": where.select(
             "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, GENERATION_EXPRESSION, DATA_TYPE",
@@ -210,7 +258,14 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tu
             "REFERENTIAL_CONSTRAINTS", "1", "CONSTRAINT_SCHEMA", "TABLE_NAME", children=True),
         "triggers": where.select(
             "TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE", "TRIGGERS",
-            "1", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE") if triggers else None}
+            "1", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE") if triggers else None,
+        "positions": where.select(
+            "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,"
+            " CHARACTER_SET_NAME", "COLUMNS", "1", "TABLE_SCHEMA", "TABLE_NAME"
+        ) if positional else None,
+        "primary": where.select(
+            "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, SEQ_IN_INDEX, SUB_PART", "STATISTICS",
+            "INDEX_NAME = 'PRIMARY'", "TABLE_SCHEMA", "TABLE_NAME") if positional else None}
     queries = {name: q for name, q in asked.items() if q is not None}
     answers = dict(zip(queries, query_rows(cur, list(queries.values())), strict=True))
     generated: dict[TableRef, set[str]] = {}
@@ -239,7 +294,47 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tu
     found = tuple(sorted((Trigger(s, n, TableRef(ts, tt))
                           for s, n, ts, tt in answers.get("triggers", ())),
                          key=lambda t: (t.schema, t.name)))
-    return generated, versioned, by_trx, sequences, links, found
+    columns = _table_columns(answers.get("positions", ()), answers.get("primary", ()),
+                             versioned) if positional else {}
+    return generated, versioned, by_trx, sequences, links, found, columns
+
+
+#: The string types whose values are bytes: no character set in the catalog.
+_BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob",
+                           "longblob"})
+
+
+def _table_columns(positions: Iterable[tuple[Any, ...]], primary: Iterable[tuple[Any, ...]],
+                   versioned: dict[TableRef, tuple[str, str]]) -> dict[TableRef, TableColumns]:
+    """Each table's columns in order and its primary key, from the catalog's rows."""
+    listed: dict[TableRef, list[tuple[int, DownstreamColumn]]] = {}
+    for schema, table, name, ordinal, data_type, column_type, charset in positions:
+        kind = str(data_type).lower()
+        if charset is None and kind in _BINARY_TYPES:
+            charset = "binary"
+        listed.setdefault(TableRef(schema, table), []).append((int(ordinal), DownstreamColumn(
+            name, kind, "unsigned" in str(column_type).lower(), charset)))
+    keys: dict[TableRef, list[tuple[int, str, int]]] = {}
+    for schema, table, name, seq, sub_part in primary:
+        keys.setdefault(TableRef(schema, table), []).append((int(seq), name, int(sub_part or 0)))
+    out = {}
+    for ref, entries in listed.items():
+        cols = [col for _o, col in sorted(entries, key=lambda e: e[0])]
+        period = versioned.get(ref)
+        lowered = [c.name.lower() for c in cols]
+        if period is not None and period[0] not in lowered and period[1] not in lowered:
+            # An implicit period's row start and end are invisible to the catalog; the
+            # server keeps them after the other columns, and logs them there.
+            cols += [DownstreamColumn(period[0], "timestamp"),
+                     DownstreamColumn(period[1], "timestamp")]
+            lowered += list(period)
+        parts = sorted(keys.get(ref, ()))
+        if any(name.lower() not in lowered for _s, name, _p in parts):
+            parts = []  # (never: a key's columns are the table's)
+        out[ref] = TableColumns(tuple(cols),
+                                tuple(lowered.index(name.lower()) for _s, name, _p in parts),
+                                tuple(prefix for _s, _n, prefix in parts))
+    return out
 
 
 def _candidates(cur: Any, statements: Iterable[tuple[str, str | None]]) -> set[TableRef]:
@@ -274,10 +369,14 @@ _RULES_KEPT = frozenset({"truncate", "create index", "drop index", "create view"
 NARROW_KINDS = frozenset({"create table", "alter table", "rename table"})
 
 
-def keeps_rules(statement: str) -> bool:
+def keeps_rules(statement: str, *, positional: bool = False) -> bool:
     """Whether rules read before ``statement`` (a DDL) stay safe to write with after it,
-    so the catalog need not be read again."""
-    return ddl_kind(statement).name in _RULES_KEPT
+    so the catalog need not be read again (``positional``: rules with the tables' columns,
+    which a DROP INDEX changes when it drops a primary key)."""
+    kind = ddl_kind(statement).name
+    if positional and kind == "drop index":
+        return False
+    return kind in _RULES_KEPT
 
 
 #: Words of a CREATE or ALTER TABLE that may make a rule: generated columns and periods
@@ -298,6 +397,8 @@ def leaves_rules(rules: TableRules, statement: str, schema: str | None) -> bool:
     another table, not versioned), an ``ALTER TABLE ... ADD COLUMN`` of plain columns and
     nothing else, or a ``RENAME TABLE`` of tables the rules know nothing of (under either
     name).  Words in literals, quoted names and comments do not count."""
+    if rules.positional:
+        return False  # the tables' columns are in the rules: each of these changes them
     statement = statement_proper(statement)
     kind = ddl_kind(statement).name
     if kind == "rename table":

@@ -488,16 +488,21 @@ class RelayService:
 
     @staticmethod
     def _say_row_metadata(metadata: str | None) -> None:
-        """The relay mirrors whatever the upstream logs; ``binrelay sync`` needs column
-        names in the table maps (it writes rows by name), which only FULL logs."""
+        """The relay mirrors whatever the upstream logs; ``binrelay sync`` applies rows
+        logged without column names by position, as a replica does, which holds only while
+        the downstream's tables have the upstream's columns in its order."""
         if metadata is None:
             log.warning("the upstream logs no column names (it has no binlog_row_metadata):"
-                        " binrelay sync cannot apply the rows it logs; an upstream of MariaDB"
-                        " 10.5+ or MySQL 8.0.1+ with binlog_row_metadata = FULL can")
+                        " binrelay sync applies its rows by position, as a replica does, so"
+                        " the downstream's tables must have the upstream's columns in its"
+                        " order; MariaDB 10.5+ or MySQL 8.0.1+ with binlog_row_metadata ="
+                        " FULL logs the names")
         elif metadata != "FULL":
-            log.warning("the upstream logs no column names (binlog_row_metadata = %s): binrelay"
-                        " sync cannot apply the rows it logs so; SET GLOBAL binlog_row_metadata"
-                        " = FULL on the upstream (and in its config file)", metadata)
+            log.warning("the upstream logs no column names (binlog_row_metadata = %s):"
+                        " binrelay sync applies its rows by position, as a replica does, so"
+                        " the downstream's tables must have the upstream's columns in its"
+                        " order; SET GLOBAL binlog_row_metadata = FULL on the upstream (and in"
+                        " its config file) to have them applied by name", metadata)
 
     def _session(self) -> bool:
         """One replication session; returns whether any event arrived."""

@@ -102,6 +102,24 @@ def charset_of(collation_id: int | None) -> str | None:
     return name
 
 
+
+#: Older names of character sets (MySQL 5.7 and MariaDB before 10.6 say ``utf8``).
+_ALIASES = {"utf8": "utf8mb3"}
+
+
+def collation_of_charset(charset: str | None) -> int | None:
+    """A collation id of ``charset`` (its first), for a column whose character set is known
+    by name only (the downstream's catalog): what decoding needs is the set, not the
+    collation.  None when the name is unknown."""
+    if charset is None:
+        return None
+    entries = _IDS.get(_ALIASES.get(charset.lower(), charset.lower()))
+    if not entries:
+        return None
+    first = entries[0]
+    return first[0] if isinstance(first, tuple) else first
+
+
 Decoder = Callable[[bytes], str]
 
 

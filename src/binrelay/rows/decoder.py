@@ -121,6 +121,28 @@ def _net_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
                       else "bad length-encoded integer") from None
 
 
+def _compile(table: TableMap, present: int, partial_json: bool, json_tree: bool) -> Any:
+    try:
+        return row_decoder(table, present, partial_json=partial_json, json_tree=json_tree,
+                           planner=tuple_plan)
+    except ValueError as exc:
+        raise Corrupt(str(exc)) from exc
+
+
+def image_decoders(table: TableMap, op: str, present: int, present_after: int,
+                   partial: bool) -> tuple[Any, Any]:
+    """The row decoders of a rows event of ``table`` (its first image's, and an update's
+    second's), as the event decoder gives them: for a caller that reads the event's images
+    by another table map (``binrelay.apply.positional``)."""
+    decoders = table.decoders
+    first = decoders.get((present, False, partial)) or _compile(table, present, False, partial)
+    second = None
+    if op == UPDATE:
+        second = decoders.get((present_after, partial, False)) or \
+            _compile(table, present_after, partial, False)
+    return first, second
+
+
 class EventDecoder:
     """Feed whole events in file order; get typed events (:mod:`binrelay.binlog.events`, and
     TABLE_MAP and rows events from :mod:`binrelay.rows.events`).
@@ -341,12 +363,12 @@ class EventDecoder:
         decoders = table.decoders
         first = decoders.get((present, False, partial))
         if first is None:
-            first = self._compile(table, present, False, partial)
+            first = _compile(table, present, False, partial)
         second = None
         if op == UPDATE:
             second = decoders.get((present_after, partial, False))
             if second is None:
-                second = self._compile(table, present_after, partial, False)
+                second = _compile(table, present_after, partial, False)
         if flags & STMT_END_F:
             self._statement_ended = True
         return (table, op, flags, present, present_after, extra, partial, data, start, stop,
@@ -360,15 +382,6 @@ class EventDecoder:
         # data length in it, read separately.
         skip = 0 if v2 else max(0, post - id_len - 2)
         return op, v2, compressed, partial, id_len, skip
-
-    @staticmethod
-    def _compile(table: TableMap, present: int, partial_json: bool,
-                 json_tree: bool) -> Any:
-        try:
-            return row_decoder(table, present, partial_json=partial_json, json_tree=json_tree,
-                               planner=tuple_plan)
-        except ValueError as exc:
-            raise Corrupt(str(exc)) from exc
 
     def _payload(self, header: EventHeader, event: bytes, end: int) -> TransactionPayloadEvent:
         outer = _read_payload(self._ctx, header, event, end)

@@ -45,12 +45,14 @@ from binrelay.apply.plan import (
     partition_of,
     partitioner,
 )
-from binrelay.errors import BinlogFormatError, ChangeError, UnfaithfulApplyError
+from binrelay.apply.positional import complete, nameless
+from binrelay.errors import BinlogFormatError, ChangeError
 from binrelay.position import SubdirName, binlog_sort_key
+from binrelay.rows.decoder import image_decoders
 from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, OP_CODES, row_images
 from binrelay.rows.scanner import row_error
 from binrelay.spark.changes import image_params, to_param
-from binrelay.spark.decode import iter_segment_runs, numbered_changes
+from binrelay.spark.decode import iter_segment_runs
 
 KEYED, RAW, STATS, FLAGS = 0, 1, 2, 3
 
@@ -173,7 +175,8 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
     file_no = binlog_sort_key(segment.file)[1]
     # Per rows event, not per change: the table's state is found once, and no object is
     # made per row (a change object and three generator hops were a third of a read task).
-    for tm, op, where, offset, row, images in _event_images(relay_dir, segment):
+    for tm, op, where, offset, row, images in _event_images(relay_dir, segment, rules,
+                                                            by_name):
         found = by_map.get(id(tm))
         if found is None or found[0] is not tm:
             found = (tm, _table_state(tm, by_ref, rules, by_name))
@@ -231,7 +234,7 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
         if table.reason is not None and table.reason not in _STATIC:
             redo.add(table.shape[0])
     if redo:
-        raw += [ch for ch in segment_changes(relay_dir, segment, rules)
+        raw += [ch for ch in segment_changes(relay_dir, segment, rules, by_name=by_name)
                 if ch.table in redo]
     late = False
     for ch in raw:
@@ -287,16 +290,11 @@ def table_shape(tm: Any, rules: TableRules, *, by_name: bool = True
     it is a ``sequence``.  Generated columns are left out (the downstream computes them;
     assigning one is an error).  ``by_name``: the changes are to be written (by column
     name), so a table map without names stops here; False for a reading of positions and
-    keys only (columns then labelled ``@1``, ``@2``...)."""
+    keys only (columns then labelled ``@1``, ``@2``...).  A table map logged without
+    names is completed before (``positional.complete``)."""
     ref = TableRef(tm.schema, tm.table)
     if by_name and not tm.has_names:
-        raise UnfaithfulApplyError(
-            "the upstream logged these rows without column names (binlog_row_metadata ="
-            " NO_LOG or MINIMAL: MariaDB's and MySQL's defaults), and binrelay writes rows by"
-            " name", table=str(ref),
-            hint="SET GLOBAL binlog_row_metadata = FULL on the upstream (and in its config"
-                 " file); rows logged before that cannot be applied: load the downstream from"
-                 " a copy taken after it and start the sync there ([sync] binlog-gtid)")
+        raise nameless(ref)  # (read by positional.complete first: never here)
     columns, key = tuple(tm.column_names), tuple(tm.primary_key)
     convert = image_params(tm)
     keep = rules.writable(ref, columns)
@@ -358,10 +356,12 @@ def segment_changes(relay_dir: str, segment: Any, rules: TableRules | None = Non
     ``by_name``: as :func:`table_shape`.
     """
     rules = rules or TableRules()
+    seq = SubdirName.parse(segment.subdir).seq
+    file_no = binlog_sort_key(segment.file)[1]
     converters: dict[int, tuple[Any, Any, TableRef, tuple[str, ...], tuple[int, ...],
                                 bool, dict[str, Any]]] = {}
-    for change, position in _numbered(relay_dir, segment):
-        table = change.table
+    for table, op, where, offset, first_row, images in _event_images(relay_dir, segment,
+                                                                     rules, by_name):
         cached = converters.get(id(table))
         if cached is None or cached[0] is not table:
             (ref, columns, key), convert, traits = table_shape(table, rules, by_name=by_name)
@@ -369,29 +369,39 @@ def segment_changes(relay_dir: str, segment: Any, rules: TableRules | None = Non
             cached = (table, convert, ref, columns, key, split, traits)
             converters[id(table)] = cached
         _t, convert, ref, columns, key, split, traits = cached
-        before, after = convert(change.before), convert(change.after)
-        op = change.op
-        fk = _fk_checks(change.where)
-        if split and op == UPDATE and key and not any(v is ABSENT for v in after) and \
-                tuple(before[i] for i in key) != tuple(after[i] for i in key):
-            yield Change(ref, DELETE, columns, key, before, None, (*position, 0), fk)
-            yield Change(ref, INSERT, columns, key, None, after, (*position, 1), fk)
-            continue
-        yield Change(ref, op, columns, key, before, after, (*position, 0), fk, **traits)
+        fk = _fk_checks(where)
+        for row, (old, new) in enumerate(images, first_row):
+            before, after = convert(old), convert(new)
+            position = (seq, file_no, offset, row)
+            if split and op == UPDATE and key and not any(v is ABSENT for v in after) and \
+                    tuple(before[i] for i in key) != tuple(after[i] for i in key):
+                yield Change(ref, DELETE, columns, key, before, None, (*position, 0), fk)
+                yield Change(ref, INSERT, columns, key, None, after, (*position, 1), fk)
+                continue
+            yield Change(ref, op, columns, key, before, after, (*position, 0), fk, **traits)
 
 
-def _event_images(relay_dir: str, segment: Any
+def _event_images(relay_dir: str, segment: Any, rules: TableRules, by_name: bool
                   ) -> Iterator[tuple[Any, str, Any, int, int, list[tuple[Any, Any]]]]:
     """Per rows event of the partition: its table map, op, location, offset, the row
     number of its first image and its ``(before, after)`` images; (offset, row) numbers
-    the changes as :func:`numbered_changes` does (the rows events of one MySQL transaction
-    payload share its offset, and their rows keep counting)."""
+    the changes in relay order (the rows events of one MySQL transaction payload share its
+    offset, and their rows keep counting).  ``by_name``: a table map logged without column
+    names is completed from the downstream's catalog (``positional.complete``) and the
+    images read by it."""
     path = str(Path(relay_dir) / segment.subdir / segment.file)
     last_offset, row = -1, 0
-    for (etype, offset, where, tm, op, partial, _present, _present_after, data, p, stop,
+    named: dict[int, tuple[Any, Any]] = {}
+    for (etype, offset, where, tm, op, partial, present, present_after, data, p, stop,
          first, second) in iter_segment_runs(Path(relay_dir), segment):
         if offset != last_offset:
             last_offset, row = offset, 0
+        if by_name and not tm.has_names:
+            found = named.get(id(tm))
+            if found is None or found[0] is not tm:
+                found = named[id(tm)] = (tm, complete(tm, rules))
+            tm = found[1]
+            first, second = image_decoders(tm, op, present, present_after, partial)
         try:
             images = row_images(tm, op, partial, data, p, stop, first, second)
         except BinlogFormatError:
@@ -400,15 +410,6 @@ def _event_images(relay_dir: str, segment: Any
             raise row_error(path, etype, offset, exc) from exc
         yield tm, op, where, offset, row, images
         row += len(images)
-
-
-def _numbered(relay_dir: str, segment: Any) -> Iterator[tuple[Any, tuple[int, int, int, int]]]:
-    """The partition's row changes with their positions: (subdir seq, file number, event
-    offset, row within the event), increasing in relay order."""
-    seq = SubdirName.parse(segment.subdir).seq
-    file_no = binlog_sort_key(segment.file)[1]
-    for change, _ts, pos, row in numbered_changes(Path(relay_dir), segment):
-        yield change, (seq, file_no, pos, row)
 
 
 # --- the apply side --------------------------------------------------------------------------

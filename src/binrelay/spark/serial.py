@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import Change
+from binrelay.apply.positional import complete
 from binrelay.apply.replay import Action, SessionStatement
 from binrelay.apply.sql import (
     replica_side_event,
@@ -47,7 +49,7 @@ from binrelay.binlog.txn import (
 from binrelay.errors import RelayDirError, UnfaithfulApplyError
 from binrelay.position import SubdirName, binlog_sort_key
 from binrelay.relay.scan import parse_fde, read_fde_event
-from binrelay.rows.decoder import EventDecoder
+from binrelay.rows.decoder import EventDecoder, image_decoders
 from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, RowsEvent
 from binrelay.spark.compact import table_shape
 from binrelay.spark.planning import Segment
@@ -204,6 +206,7 @@ def _reader(path: Path, headers: Headers | None) -> FileReader:
 
 def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], TableRules],
                     headers: Headers | None = None, *, pseudo_thread: bool = False,
+                    committed_to: tuple[int, ...] | None = None,
                     ) -> Iterator[tuple[int | None, str | None, list[Action]]]:
     """The segment's transactions, each as ``(end offset, GTID, actions in relay order)``;
     ``rules``: the catalog's write rules as they stand; ``headers``: the relay files already
@@ -214,7 +217,12 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
     Rows that follow a DDL in its own transaction (a row-format ``CREATE TABLE ... SELECT``)
     are written to the table that DDL made, so the DDL and what came before it are yielded
     first, with ``None`` for an end: the caller runs them and brings the rules up to date
-    before the rest of the transaction is decoded by them."""
+    before the rest of the transaction is decoded by them.
+
+    ``committed_to``: the replay skips the transactions before that position (they were
+    committed with a DDL's journal row); their rows are not read here, as the tables they
+    were logged for may have been changed since by that DDL (rows logged without column
+    names are read by the downstream's table as it is)."""
     path = relay_dir / segment.subdir / segment.file
     fde, decoder, mariadb, version = _reader(path, headers)
     seq = SubdirName.parse(segment.subdir).seq
@@ -287,16 +295,26 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                         yield pos + len(raw), gtid, actions
                         actions, gtid, after_ddl = [], None, False
                 elif isinstance(ev, RowsEvent):
+                    if committed_to is not None and (seq, file_no, pos) < committed_to[:3]:
+                        continue
                     if after_ddl:
                         yield None, gtid, actions
                         actions, now, after_ddl = [], rules(), False
                         shapes.clear()
                     cached = shapes.get(id(ev.table))
                     if cached is None or cached[0] is not ev.table:
-                        cached = (ev.table, *table_shape(ev.table, now))
+                        # (Completed here, by the rules after the DDL before it: the
+                        # decoder read its table map before that DDL ran.)
+                        named = complete(ev.table, now)
+                        cached = (ev.table, named, *table_shape(named, now))
                         shapes[id(ev.table)] = cached
-                    _t, (ref, columns, key), convert, traits = cached
+                    _t, named, (ref, columns, key), convert, traits = cached
                     fk = not ev.flags & NO_FOREIGN_KEY_CHECKS_F
+                    if named is not ev.table:
+                        first, second = image_decoders(
+                            named, ev.op, ev.columns_present, ev.columns_present_after,
+                            ev.partial_json)
+                        ev = replace(ev, table=named, decode_first=first, decode_second=second)
                     for change in ev.rows():
                         before, after = convert(change.before), convert(change.after)
                         actions.append(Change(ref, change.op, columns, key, before, after,

@@ -69,7 +69,12 @@ from binrelay.apply.replay import (
 )
 from binrelay.apply.sql import ddl_kind
 from binrelay.config import Config
-from binrelay.errors import ApplyError, DownstreamConnectionError, UnfaithfulApplyError
+from binrelay.errors import (
+    ApplyError,
+    DownstreamConnectionError,
+    NamelessRowsError,
+    UnfaithfulApplyError,
+)
 from binrelay.gtid import advance_gtid_set
 from binrelay.position import Position, binlog_sort_key
 from binrelay.relay import consumers
@@ -246,6 +251,9 @@ class SyncPipeline:
         self.stats = SyncStats()
         self.listeners: list[BatchListener] = list(listeners or ())
         self.rules = TableRules()
+        #: The upstream logged rows without column names: the rules hold every table's
+        #: columns, to apply them by (``apply.positional``); set when such rows are met.
+        self.positional = False
         #: A DDL ran since the rules were read: read them again before rows are written
         #: (not after every DDL: a migration's run of DDL reads the catalog once).
         self.rules_stale = False
@@ -357,10 +365,10 @@ class SyncPipeline:
         rows are written again); refuses a downstream with triggers on the tables it would
         write.  Ends the transaction ``conn`` is in."""
         skip = (self.store.schema,)
-        if self.rules_stale and self.stale_ddl:
+        if self.rules_stale and self.stale_ddl and self.rules.positional == self.positional:
             self.rules = reread_rules(conn, self.rules, self.stale_ddl, exclude_schemas=skip)
         else:
-            self.rules = read_rules(conn, exclude_schemas=skip)
+            self.rules = read_rules(conn, exclude_schemas=skip, positional=self.positional)
         self.rules_stale = False
         self.stale_ddl = []
         if self.rules.triggers:
@@ -417,6 +425,10 @@ class SyncPipeline:
         while True:
             try:
                 result = step()
+            except NamelessRowsError:
+                if self.positional:
+                    raise
+                self._go_positional()
             except Exception as exc:
                 lost = downstream_lost(exc)
                 if lost is None:
@@ -426,6 +438,18 @@ class SyncPipeline:
             else:
                 self._downstream_back()
                 return result
+
+    def _go_positional(self) -> None:
+        """Rows logged without column names were met: from now on the rules hold every
+        table's columns, and the run goes on from its checkpoint (the batch in flight
+        applied again, as after a crash), those rows applied by position."""
+        log.warning("the upstream logged rows without column names (binlog_row_metadata ="
+                    " NO_LOG or MINIMAL): applying them by position, with the downstream"
+                    " tables' columns, as a replica does; the downstream's tables must have"
+                    " the upstream's columns in the upstream's order",
+                    extra={"pipeline": self.name})
+        self.positional = True
+        self.rules_stale, self.stale_ddl = True, None
 
     def _wait_for_downstream(self, lost: DownstreamConnectionError, until_caught_up: bool
                              ) -> bool:
@@ -887,7 +911,8 @@ class SyncPipeline:
                 at = (where.subdir.seq, binlog_sort_key(where.binlog_name)[1])
                 for end, _gtid, actions in segment_actions(
                         self.relay_dir, segment, lambda: self.rules, headers,
-                        pseudo_thread=self.replayer.pseudo_thread):
+                        pseudo_thread=self.replayer.pseudo_thread,
+                        committed_to=committed_to if segment.kind == "dml" else None):
                     if segment.kind == "dml" and committed_to is not None \
                             and end is not None and (*at, end) < committed_to[:3]:
                         continue
@@ -932,7 +957,8 @@ class SyncPipeline:
         last read), or a whole read; done before the next batch that writes rows."""
         # leaves_rules judges by the rules as read: with DDL still to be read, the names
         # it knows nothing of may be those DDL's (CREATE TABLE a ... AS ..., RENAME a TO b).
-        if keeps_rules(ddl) or (not self.rules_stale and leaves_rules(self.rules, ddl, schema)):
+        if keeps_rules(ddl, positional=self.positional) or (
+                not self.rules_stale and leaves_rules(self.rules, ddl, schema)):
             return
         self.rules_stale = True
         if self.stale_ddl is not None and len(self.stale_ddl) < _NARROW_MAX \

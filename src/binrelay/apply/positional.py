@@ -1,0 +1,169 @@
+"""Rows logged without column names, read by position as a replica reads them.
+
+MariaDB logs a table map's column names, signedness, character sets and primary key only
+with ``binlog_row_metadata = FULL`` (its default is NO_LOG; MySQL's, MINIMAL, logs the
+signedness and character sets but no names or key), and servers older than the setting
+never do.  A replica applies such rows by position into its own table, whose columns are
+the upstream's at that point of the binlog: the DDL before the rows was applied in order.
+So does binrelay: :func:`complete` gives a nameless table map the downstream table's
+column names, and what the upstream did not log of signedness, character sets and primary
+key, from the catalog (``TableRules.columns``, read while the sync is ``positional``).
+
+A table map that does not fit the downstream table stops the sync, as a replica's SQL
+thread stops on a table definition that does not match (error 1677): fewer columns
+downstream than logged, or a column whose type is not the logged one's.  A downstream with
+more columns than logged is what a replica accepts too: they keep their defaults.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+from binrelay.apply.catalog import TableColumns, TableRules
+from binrelay.apply.changes import TableRef
+from binrelay.errors import NamelessRowsError, UnfaithfulApplyError
+from binrelay.rows import coltypes as t
+from binrelay.rows.charsets import collation_of_charset
+from binrelay.rows.tablemap import (
+    PRIMARY_KEY_WITH_PREFIX,
+    SIGNEDNESS,
+    SIMPLE_PRIMARY_KEY,
+    Column,
+    TableMap,
+)
+
+__all__ = ["complete", "nameless"]
+
+_TEXT = frozenset({"tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob",
+                   "mediumblob", "longblob"})
+_GEOMETRY = frozenset({"geometry", "point", "linestring", "polygon", "multipoint",
+                       "multilinestring", "multipolygon", "geometrycollection"})
+
+#: The downstream types a column logged with each binlog type may have (a replica without
+#: type conversions (``slave_type_conversions``) takes the same type only).
+_TYPES: dict[int, frozenset[str]] = {
+    t.MYSQL_TYPE_TINY: frozenset({"tinyint"}),
+    t.MYSQL_TYPE_SHORT: frozenset({"smallint"}),
+    t.MYSQL_TYPE_INT24: frozenset({"mediumint"}),
+    t.MYSQL_TYPE_LONG: frozenset({"int"}),
+    t.MYSQL_TYPE_LONGLONG: frozenset({"bigint"}),
+    t.MYSQL_TYPE_FLOAT: frozenset({"float"}),
+    t.MYSQL_TYPE_DOUBLE: frozenset({"double"}),
+    t.MYSQL_TYPE_DECIMAL: frozenset({"decimal"}),
+    t.MYSQL_TYPE_NEWDECIMAL: frozenset({"decimal"}),
+    t.MYSQL_TYPE_BIT: frozenset({"bit"}),
+    t.MYSQL_TYPE_YEAR: frozenset({"year"}),
+    t.MYSQL_TYPE_DATE: frozenset({"date"}),
+    t.MYSQL_TYPE_NEWDATE: frozenset({"date"}),
+    t.MYSQL_TYPE_TIME: frozenset({"time"}),
+    t.MYSQL_TYPE_TIME2: frozenset({"time"}),
+    t.MYSQL_TYPE_DATETIME: frozenset({"datetime"}),
+    t.MYSQL_TYPE_DATETIME2: frozenset({"datetime"}),
+    t.MYSQL_TYPE_TIMESTAMP: frozenset({"timestamp"}),
+    t.MYSQL_TYPE_TIMESTAMP2: frozenset({"timestamp"}),
+    t.MYSQL_TYPE_VARCHAR: frozenset({"varchar", "varbinary"}),
+    t.MYSQL_TYPE_VAR_STRING: frozenset({"varchar", "varbinary"}),
+    # MariaDB's INET4, INET6 and UUID are fixed-length strings in the binlog.
+    t.MYSQL_TYPE_STRING: frozenset({"char", "binary", "inet4", "inet6", "uuid"}),
+    t.MYSQL_TYPE_ENUM: frozenset({"enum"}),
+    t.MYSQL_TYPE_SET: frozenset({"set"}),
+    t.MYSQL_TYPE_TINY_BLOB: _TEXT,
+    t.MYSQL_TYPE_MEDIUM_BLOB: _TEXT,
+    t.MYSQL_TYPE_LONG_BLOB: _TEXT,
+    t.MYSQL_TYPE_BLOB: _TEXT | {"json"},
+    t.MYSQL_TYPE_JSON: frozenset({"json"}),
+    t.MYSQL_TYPE_GEOMETRY: _GEOMETRY,
+    t.MYSQL_TYPE_VECTOR: frozenset({"vector"}),
+}
+
+#: The SQL names of the integer types the binlog names otherwise (LONG is INT...).
+_SQL_NAMES = {t.MYSQL_TYPE_TINY: "TINYINT", t.MYSQL_TYPE_SHORT: "SMALLINT",
+              t.MYSQL_TYPE_INT24: "MEDIUMINT", t.MYSQL_TYPE_LONG: "INT",
+              t.MYSQL_TYPE_LONGLONG: "BIGINT"}
+
+_CACHE_SIZE = 1024
+#: Completed table maps by the nameless one's identity (parsed table maps are shared by the
+#: process's decoders), with the columns they were completed with: a busy table's map is
+#: completed, and its row decoders compiled, once, not once per batch.
+_DONE: dict[int, tuple[TableMap, TableColumns, TableMap]] = {}
+_LOCK = threading.Lock()
+
+
+def complete(tm: TableMap, rules: TableRules) -> TableMap:
+    """``tm`` with the downstream table's column names, and what the upstream did not log of
+    signedness, character sets and primary key; ``tm`` itself when it has names.  Raises
+    :class:`NamelessRowsError` when the rules hold no columns (not ``positional``), and
+    :class:`UnfaithfulApplyError` when the downstream table is not there or does not fit."""
+    if tm.has_names:
+        return tm
+    ref = TableRef(tm.schema, tm.table)
+    if not rules.positional:
+        raise nameless(ref)
+    info = rules.columns_of(ref)
+    if info is None:
+        raise UnfaithfulApplyError(
+            "rows logged without column names for a table the downstream does not have:"
+            " they are applied by position, into the downstream's table", table=str(ref),
+            hint="create the table downstream as the upstream had it at this point of the"
+                 " binlog, or set binlog_row_metadata = FULL on the upstream")
+    found = _DONE.get(id(tm))
+    if found is not None and found[0] is tm and found[1] == info:
+        return found[2]
+    done = _completed(tm, ref, info)
+    with _LOCK:  # decoders of other threads share the cache
+        if len(_DONE) >= _CACHE_SIZE:
+            for old in list(_DONE)[:len(_DONE) - _CACHE_SIZE + 1]:
+                _DONE.pop(old, None)
+        _DONE[id(tm)] = (tm, info, done)
+    return done
+
+
+def nameless(ref: TableRef) -> NamelessRowsError:
+    return NamelessRowsError(
+        "the upstream logged these rows without column names (binlog_row_metadata = NO_LOG"
+        " or MINIMAL), and the sync has not read the downstream's columns to apply them by",
+        table=str(ref), hint="report this: the sync reads them when it meets such rows")
+
+
+def _completed(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
+    downstream = info.columns
+    if len(downstream) < len(tm.columns):
+        raise UnfaithfulApplyError(
+            f"the upstream logged {len(tm.columns)} columns without their names, the"
+            f" downstream's table has {len(downstream)}: rows are applied by position",
+            table=str(ref), hint="give the downstream's table the upstream's columns, in its"
+                                 " order, or set binlog_row_metadata = FULL on the upstream")
+    signed_logged = SIGNEDNESS in tm.metadata_fields
+    columns = []
+    for col, ds in zip(tm.columns, downstream, strict=False):
+        allowed = _TYPES.get(col.type)
+        if allowed is not None and ds.data_type not in allowed:
+            logged = _SQL_NAMES.get(col.type, col.type_name)
+            raise UnfaithfulApplyError(
+                f"column {col.index + 1} is {logged} in the binlog, the downstream's"
+                f" column {ds.name!r} in that place is {ds.data_type.upper()}: rows logged"
+                " without column names are applied by position", table=str(ref),
+                hint="give the downstream's table the upstream's columns, in its order, or"
+                     " set binlog_row_metadata = FULL on the upstream")
+        columns.append(_column(col, ds.name, ds.unsigned, ds.charset, signed_logged))
+    keyed = SIMPLE_PRIMARY_KEY in tm.metadata_fields or \
+        PRIMARY_KEY_WITH_PREFIX in tm.metadata_fields
+    if keyed:
+        key, prefixes = tm.primary_key, tm.primary_key_prefixes
+    elif all(i < len(tm.columns) for i in info.primary_key):
+        key, prefixes = info.primary_key, info.primary_key_prefixes
+    else:
+        key, prefixes = (), ()  # a key on columns not logged: the rows are keyless here
+    return replace(tm, columns=tuple(columns), primary_key=key, primary_key_prefixes=prefixes,
+                   has_names=True, decoders={})
+
+
+def _column(col: Column, name: str, unsigned: bool, charset: str | None,
+            signed_logged: bool) -> Column:
+    changes: dict[str, object] = {"name": name}
+    if col.type in t.NUMERIC_TYPES and not signed_logged:
+        changes["unsigned"] = unsigned
+    if col.collation is None and col.type in t.CHARACTER_TYPES:
+        changes["collation"] = collation_of_charset(charset)
+    return replace(col, **changes)

@@ -1,0 +1,83 @@
+"""Table maps logged without column names, completed from the downstream's catalog
+(``apply.positional.complete``): what the upstream logged wins, the rest comes from the
+downstream's table, and a table that does not fit is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from binrelay.apply.catalog import DownstreamColumn, TableColumns, TableRules
+from binrelay.apply.changes import TableRef
+from binrelay.apply.positional import complete
+from binrelay.errors import NamelessRowsError, UnfaithfulApplyError
+from binrelay.rows import coltypes as t
+from binrelay.rows.tablemap import SIGNEDNESS, Column, TableMap
+
+COLUMNS = (
+    Column(0, t.MYSQL_TYPE_LONG, t.MYSQL_TYPE_LONG, 0, False),
+    Column(1, t.MYSQL_TYPE_TINY, t.MYSQL_TYPE_TINY, 0, True),
+    Column(2, t.MYSQL_TYPE_STRING, t.MYSQL_TYPE_STRING, 0, True, length=4),
+    Column(3, t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_VARCHAR, 0, True, length=40),
+)
+DOWNSTREAM = TableColumns((
+    DownstreamColumn("id", "int", True),
+    DownstreamColumn("small", "tinyint", True),
+    DownstreamColumn("k", "binary", False, "binary"),
+    DownstreamColumn("name", "varchar", False, "latin1"),
+    DownstreamColumn("extra", "int"),
+), (0,), (0,))
+RULES = TableRules(positional=True, columns={TableRef("app", "t"): DOWNSTREAM})
+
+
+def nameless(**kwargs) -> TableMap:
+    return TableMap(table_id=7, schema="app", table="t", columns=COLUMNS, **kwargs)
+
+
+def test_names_signedness_charsets_and_key_come_from_the_downstream() -> None:
+    tm = nameless()
+    done = complete(tm, RULES)
+    assert done.has_names and done.column_names == ("id", "small", "k", "name")
+    assert [c.unsigned for c in done.columns] == [True, True, False, False]
+    assert done.columns[2].is_binary and done.columns[3].charset == "latin1"
+    assert done.primary_key == (0,)
+    assert complete(tm, RULES) is done  # completed once, its decoders compiled once
+    named = done
+    assert complete(named, RULES) is named
+
+
+def test_what_the_upstream_logged_wins() -> None:
+    """MINIMAL logs signedness and charsets: the downstream's say nothing then."""
+    cols = tuple(c if c.index != 3 else Column(3, c.type, c.binlog_type, 0, True, length=40,
+                                               collation=33) for c in COLUMNS)
+    tm = TableMap(table_id=8, schema="app", table="t", columns=cols,
+                  metadata_fields=(SIGNEDNESS,), primary_key=(1,), primary_key_prefixes=(0,))
+    done = complete(tm, RULES)
+    assert [c.unsigned for c in done.columns] == [False] * 4
+    assert done.columns[3].charset == "utf8mb3"
+    assert done.primary_key == (0,)  # a key is logged only with a key field: the downstream's
+    keyed = TableMap(table_id=9, schema="app", table="t", columns=COLUMNS,
+                     metadata_fields=(8,), primary_key=(1,), primary_key_prefixes=(0,))
+    assert complete(keyed, RULES).primary_key == (1,)
+
+
+def test_a_sync_without_columns_reads_them_first() -> None:
+    with pytest.raises(NamelessRowsError):
+        complete(nameless(), TableRules())
+
+
+@pytest.mark.parametrize("columns, said", [
+    (DOWNSTREAM.columns[:3], "the upstream logged 4 columns without their names, the"
+                             " downstream's table has 3"),
+    ((DOWNSTREAM.columns[0], DownstreamColumn("small", "smallint"), *DOWNSTREAM.columns[2:]),
+     "column 2 is TINYINT in the binlog, the downstream's column 'small' in that place is"
+     " SMALLINT"),
+    ((*DOWNSTREAM.columns[:3], DownstreamColumn("name", "text")),
+     "column 4 is VARCHAR in the binlog, the downstream's column 'name' in that place is TEXT"),
+])
+def test_a_downstream_table_that_does_not_fit_is_refused(columns, said) -> None:
+    rules = TableRules(positional=True,
+                       columns={TableRef("app", "t"): TableColumns(tuple(columns))})
+    with pytest.raises(UnfaithfulApplyError, match=said):
+        complete(nameless(), rules)
+    with pytest.raises(UnfaithfulApplyError, match="a table the downstream does not have"):
+        complete(TableMap(table_id=7, schema="app", table="gone", columns=COLUMNS), rules)
