@@ -123,6 +123,28 @@ def test_sysbench_with_ddl_converges(spark, pipeline_env, tmp_path: Path,
     assert stats.read_ahead >= 1
 
 
+def test_sysbench_with_ddl_converges_by_position(spark, mariadb_factory,
+                                                tmp_path: Path) -> None:
+    """The same workload from an upstream at MariaDB's default binlog_row_metadata (NO_LOG:
+    no column names, signedness or key logged): its rows are applied by position, read
+    stages started ahead of a DDL that changed a table's columns not used."""
+    upstream = mariadb_factory(server_id=1, max_binlog_size=512 * 1024,
+                               extra_args=["--binlog-row-metadata=NO_LOG"])
+    downstream = mariadb_factory(server_id=2)
+    relay_dir = tmp_path / "relay"
+    config_path = pipeline_config(tmp_path / "binrelay.toml", upstream, relay_dir, downstream)
+    relay = RelayProcess(config_path, tmp_path / "relay.log")
+    try:
+        _ddl_workload(upstream)
+        wait_caught_up(relay_dir, upstream, process=relay)
+    finally:
+        assert relay.stop() == 0
+    pipeline = SyncPipeline(load_config(config_path), spark=spark)
+    stats = pipeline.run(until_caught_up=True)
+    assert pipeline.positional and stats.ddl >= 8
+    assert_ddl_workload_converged(upstream, downstream)
+
+
 def test_recover_after_a_crash_mid_batch_without_the_upstream(pipeline_env,
                                                               tmp_path: Path) -> None:
     upstream, downstream, relay_dir, config_path = pipeline_env
