@@ -689,11 +689,15 @@ def report(args: argparse.Namespace, facts: dict[str, str], work: Workload,
            f" --rounds {args.rounds}"
            f"{' --from-prepare' if args.from_prepare else ''}"
            f"{' --warm' if args.warm else ''}{' --physical' if args.physical else ''}"
-           f"{f' --table-size {args.table_size}' if args.table_size != TABLE_SIZE else ''}")
+           f"{f' --table-size {args.table_size}' if args.table_size != TABLE_SIZE else ''}"
+           f"{f' --row-metadata {args.row_metadata}' if args.row_metadata != 'FULL' else ''}")
     prepared = (f"prepared **after** the starting point `{start[0]}:{start[1]}` (the range"
                 f" holds CREATE DATABASE/TABLE, the bulk inserts and CREATE INDEX; the"
                 f" downstreams start empty)" if args.from_prepare else
-                f"prepared before the starting point `{start[0]}:{start[1]}`")
+                f"prepared before the starting point `{start[0]}:{start[1]}`") + (
+                f"; the upstream logs binlog_row_metadata = {args.row_metadata} (no column"
+                f" names: the sync applies rows by position)"
+                if args.row_metadata != "FULL" else "")
     table_rows: list[list[object]] = []
     for label in labels:
         mine = [r for r in runs if r.label == label]
@@ -837,6 +841,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", action="store_true",
                         help="run the syncs on a standalone Spark cluster (1 master, 2 workers"
                              " of 1 core) instead of local[2] (own BENCHMARKS.md section)")
+    parser.add_argument("--row-metadata", choices=("FULL", "MINIMAL", "NO_LOG"),
+                        default="FULL",
+                        help="the upstream's binlog_row_metadata (default FULL; NO_LOG is"
+                             " MariaDB's own default: the sync applies rows by position)")
     parser.add_argument("--no-report", action="store_true",
                         help="print the section but leave BENCHMARKS.md alone")
     parser.add_argument("--no-idle-wait", action="store_true",
@@ -849,7 +857,8 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = make_workdir(SECTION)
     log(f"work dir {workdir}")
-    upstream = MariaDBServer(workdir / "upstream", server_id=1, template=default_template())
+    upstream = MariaDBServer(workdir / "upstream", server_id=1, template=default_template(),
+                             extra_args=(f"--binlog-row-metadata={args.row_metadata}",))
     try:
         upstream.start()
         facts = machine_facts(upstream)
@@ -921,7 +930,9 @@ def main(argv: list[str] | None = None) -> int:
         print(body)
         if not args.no_report:
             update_section(f"{SECTION}_cluster" if args.cluster else
-                           f"{SECTION}_warm" if args.warm else SECTION, body)
+                           f"{SECTION}_warm" if args.warm else
+                           f"{SECTION}_{args.row_metadata.lower()}"
+                           if args.row_metadata != "FULL" else SECTION, body)
             log("BENCHMARKS.md updated")
     finally:
         if cluster is not None:

@@ -6,6 +6,8 @@ following a renamed parent, across schemas, with names quoted, keywords and ANSI
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from binrelay.apply.catalog import (
@@ -18,7 +20,6 @@ from binrelay.apply.catalog import (
     read_rules,
     reread_rules,
 )
-from binrelay.apply.catalog import read_rules as read_all
 from binrelay.apply.changes import TableRef
 from binrelay.apply.sql import ddl_kind
 
@@ -65,6 +66,13 @@ STEPS = [
            " FOREIGN KEY (g) REFERENCES s2.grandchild (id))"),
     ("s2", "RENAME TABLE grandchild TO gc, gc TO grandchild2"),
     (None, "CREATE TABLE other.plain (id INT PRIMARY KEY)"),
+    # Long unique keys (a hidden hash column each), made and dropped by index DDL too.
+    ("s1", "CREATE TABLE lu (id INT PRIMARY KEY, b BLOB, t TEXT, UNIQUE (b))"),
+    ("s1", "CREATE UNIQUE INDEX ut ON lu (t)"),
+    ("s1", "DROP INDEX ut ON lu"),
+    ("s1", "CREATE INDEX plain ON lu (id, b(8))"),
+    ("s1", "DROP INDEX `PRIMARY` ON lu"),
+    ("other", "CREATE TABLE mem (id INT, u VARCHAR(10), UNIQUE (u)) ENGINE=MEMORY"),
 ]
 
 
@@ -73,16 +81,13 @@ def test_the_narrow_read_after_each_ddl_equals_a_full_read(mariadb, positional: 
     """(``positional``: the rules hold every table's columns and primary key, for rows
     logged without column names.)"""
     conn = mariadb.connect(autocommit=True)
-
-    def read_rules(conn, **kwargs):
-        return read_all(conn, positional=positional, **kwargs)
-
+    read = partial(read_rules, positional=positional)
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')")
             for sql in SETUP:
                 cur.execute(sql)
-        rules = read_rules(conn, exclude_schemas=("binrelay",))
+        rules = read(conn, exclude_schemas=("binrelay",))
         assert bool(rules.columns) is positional
         assert rules.fk_group and rules.generated and rules.versioned and rules.sequences
         assert (TableRef("s1", "early"), TableRef("s1", "later")) in rules.links
@@ -95,7 +100,7 @@ def test_the_narrow_read_after_each_ddl_equals_a_full_read(mariadb, positional: 
                 cur.execute("USE " + (schema or "mysql"))
                 cur.execute(ddl)
             narrow = reread_rules(conn, rules, [(ddl, schema)], exclude_schemas=("binrelay",))
-            full = read_rules(conn, exclude_schemas=("binrelay",))
+            full = read(conn, exclude_schemas=("binrelay",))
             assert narrow == full, ddl
             rules = full
         assert seen == NARROW_KINDS
@@ -112,6 +117,12 @@ def test_the_narrow_read_after_each_ddl_equals_a_full_read(mariadb, positional: 
             assert [c.name for c in rules.columns[TableRef("s1", "select")].columns] == \
                 ["a", "b", "row_start", "row_end"]
             assert TableRef("s1", "t1") in rules.columns
+            assert [c.name for c in rules.columns[TableRef("s1", "lu")].columns] == \
+                ["id", "b", "t", "DB_ROW_HASH_1"]
+            assert rules.columns[TableRef("s1", "lu")].primary_key == ()
+        assert rules.hashes == {TableRef("s1", "lu"): 1}
+        assert rules.writable(TableRef("s1", "lu"), ("id", "b", "t", "DB_ROW_HASH_1")) == \
+            (0, 1, 2)
         # Several DDL read again at once, from rules read before all of them.
         before = rules
         ddls = [("s1", "CREATE TABLE m1 (id INT PRIMARY KEY, g INT AS (id) STORED)"),
@@ -122,8 +133,8 @@ def test_the_narrow_read_after_each_ddl_equals_a_full_read(mariadb, positional: 
             for _schema, ddl in ddls:
                 cur.execute(ddl)
         assert reread_rules(conn, before, [(ddl, schema) for schema, ddl in ddls],
-                            exclude_schemas=("binrelay",)) == \
-            read_rules(conn, exclude_schemas=("binrelay",))
+                                  exclude_schemas=("binrelay",)) == \
+            read(conn, exclude_schemas=("binrelay",))
     finally:
         conn.close()
 
@@ -174,6 +185,10 @@ PLAIN = [
     # Names the words of which a plain reading would take for others.
     ("s1", 'CREATE TABLE "ansi2" (a INT)', False),
     ("s1", "ALTER TABLE p4 ADD COLUMN u VARCHAR(9) DEFAULT '\\\\', DROP COLUMN w", False),
+    # A unique key may be a long one, with a hidden column.
+    ("s1", "CREATE TABLE p9 (id INT PRIMARY KEY, b BLOB, UNIQUE (b))", False),
+    ("s1", "CREATE INDEX pi ON p9 (id)", True),
+    ("s1", "CREATE UNIQUE INDEX pu ON p9 (b(20), id)", False),
 ]
 
 

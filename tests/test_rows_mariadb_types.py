@@ -301,6 +301,29 @@ def _misc_cols() -> list[Col]:
     return cols
 
 
+def _compressed_cols() -> list[Col]:
+    """MariaDB's COMPRESSED columns: logged as stored (a header byte, then the value as it
+    is or deflated), in types of their own that the charset metadata counts; the column
+    after them keeps its own charset."""
+    latin1 = _chars("latin1")
+    return [
+        Col("vz", "varchar(300) compressed charset utf8mb4", "text",
+            st.text(_UTF8MB4, max_size=300), ["", "a", "ab", "x" * 300, "é" * 300, "abc" * 100]),
+        Col("vz_l1", "varchar(50) compressed charset latin1", "text",
+            st.text(st.sampled_from(latin1), max_size=50), ["", "café", "y" * 50]),
+        Col("tz", "text compressed charset utf8mb4", "text", st.text(_UTF8MB4, max_size=200),
+            ["", "long " * 2000, "😀"]),
+        Col("tinyz", "tinytext compressed charset utf8mb4", "text",
+            st.text(_UTF8MB4, max_size=60), ["", "t" * 255]),
+        Col("mz", "mediumblob compressed", "hex", st.binary(max_size=300),
+            [b"", b"\x00" * 70000, bytes(range(256))]),
+        Col("vbz", "varbinary(200) compressed", "hex", st.binary(max_size=200),
+            [b"", b"\x80abc", b"\x00", b"\x8a" * 200]),
+        Col("after", "varchar(20) charset latin1", "text",
+            st.text(st.sampled_from(latin1), max_size=20), ["café", "€"]),
+    ]
+
+
 GROUPS: dict[str, list[Col]] = {
     "ints": _int_cols(),
     "floats": _float_cols(),
@@ -309,6 +332,7 @@ GROUPS: dict[str, list[Col]] = {
     "strings": _string_cols(),
     "binaries": _binary_cols(),
     "misc": _misc_cols(),
+    "compressed": _compressed_cols(),
 }
 
 _names = itertools.count(1)

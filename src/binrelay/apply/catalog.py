@@ -7,6 +7,9 @@ table, what a statement would do beyond its own row:
 
 * **generated columns** (STORED/PERSISTENT and VIRTUAL) cannot be assigned: they are left
   out of every statement; the server computes them from the other columns, as upstream.
+  So are the hidden ``DB_ROW_HASH_n`` columns MariaDB adds after a table's others for each
+  UNIQUE key too long to index (on BLOB/TEXT: a "long unique", index type HASH), which the
+  binlog logs with the rows and no statement may name.
 * **foreign keys**: a change of a parent may cascade to children (the upstream does not
   log cascaded changes), so every table linked by a foreign key is replayed in relay order,
   one connected group per task, with foreign key checks on, and updates stay updates (a
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from binrelay.apply.changes import TableRef
@@ -48,6 +51,8 @@ __all__ = ["NARROW_KINDS", "SYSTEM_SCHEMAS", "DownstreamColumn", "TableColumns",
            "leaves_rules", "read_rules", "reread_rules"]
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+#: How MariaDB names the hidden column of a long unique key.
+_HASH_COLUMN = re.compile(r"DB_ROW_HASH_[0-9]+", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +103,9 @@ class TableRules:
     sequences: frozenset[TableRef] = frozenset()
     #: Foreign keys as (child, referenced table): what ``fk_group`` is made of.
     links: frozenset[tuple[TableRef, TableRef]] = frozenset()
+    #: Tables with long unique keys: how many (each a hidden ``DB_ROW_HASH_n`` column, logged
+    #: last).
+    hashes: dict[TableRef, int] = field(default_factory=dict)
     #: Whether ``columns`` was read: the upstream logs rows without column names.
     positional: bool = False
     #: Every table's columns, when ``positional``.
@@ -135,11 +143,16 @@ class TableRules:
         return lowered.index(names[0]), lowered.index(names[1])
 
     def writable(self, table: TableRef, columns: tuple[str, ...]) -> tuple[int, ...] | None:
-        """Indexes of ``columns`` that statements may assign, or None when all may."""
-        gen = self.generated.get(table)
-        if not gen:
+        """Indexes of ``columns`` that statements may assign, or None when all may: not a
+        generated column, nor one of the last columns that are the table's long unique
+        keys' hidden hashes (by their names: a table map without them keeps its columns)."""
+        gen = self.generated.get(table, frozenset())
+        hashes = self.hashes.get(table, 0)
+        hidden = {i for i in range(max(0, len(columns) - hashes), len(columns))
+                  if _HASH_COLUMN.fullmatch(columns[i])}
+        if not gen and not hidden:
             return None
-        return tuple(i for i, c in enumerate(columns) if c.lower() not in gen)
+        return tuple(i for i, c in enumerate(columns) if c.lower() not in gen and i not in hidden)
 
 
 def read_rules(conn: Any, *, exclude_schemas: Iterable[str] = (),
@@ -152,10 +165,10 @@ def read_rules(conn: Any, *, exclude_schemas: Iterable[str] = (),
         cur.execute("SELECT @@global.max_allowed_packet")
         (packet,) = cur.fetchone()
     conn.commit()
-    generated, versioned, by_trx, sequences, links, triggers, columns = read
+    generated, versioned, by_trx, sequences, links, triggers, hashes, columns = read
     return TableRules({t: frozenset(c) for t, c in generated.items()}, fk_groups(links),
                       triggers, int(packet), versioned, frozenset(by_trx),
-                      frozenset(sequences), frozenset(links), positional, columns)
+                      frozenset(sequences), frozenset(links), hashes, positional, columns)
 
 
 def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, str | None]],
@@ -178,7 +191,7 @@ def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, s
         there = _existing(cur, sorted(named))
         named |= there  # as the server spells them (lower_case_table_names)
         children = {child for child, parent in rules.links if parent in named}
-        generated, versioned, by_trx, sequences, links, _triggers, columns = _read(
+        generated, versioned, by_trx, sequences, links, _triggers, hashes, columns = _read(
             cur, _Named(sorted(there), sorted(there | children)), triggers=False,
             positional=rules.positional)
     conn.commit()
@@ -191,7 +204,9 @@ def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, s
         {**{t: p for t, p in rules.versioned.items() if t not in named}, **versioned},
         frozenset({t for t in rules.versioned_by_trx if t not in named} | by_trx),
         frozenset({t for t in rules.sequences if t not in named} | sequences),
-        frozenset(all_links), rules.positional,
+        frozenset(all_links),
+        {**{t: n for t, n in rules.hashes.items() if t not in named}, **hashes},
+        rules.positional,
         {**{t: c for t, c in rules.columns.items() if t not in named}, **columns})
 
 
@@ -243,9 +258,13 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
           positional: bool = False) -> tuple[
         dict[TableRef, set[str]], dict[TableRef, tuple[str, str]], set[TableRef],
         set[TableRef], list[tuple[TableRef, TableRef]], tuple[Trigger, ...],
-        dict[TableRef, TableColumns]]:
+        dict[TableRef, int], dict[TableRef, TableColumns]]:
     """The catalog's facts :class:`TableRules` holds, for the tables ``where`` selects (in
     one round trip on a connection that runs scripts); with ``positional``, their columns."""
+    # Rows logged for the mysql schema's tables (time zones, a dump's grants...) are
+    # applied as any others: their columns are read too.
+    rows_where = replace(where, skip=tuple(s for s in where.skip if s != "mysql")) \
+        if isinstance(where, _Everywhere) else where
     asked = {
         "columns": where.select(
             "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, GENERATION_EXPRESSION, DATA_TYPE",
@@ -259,11 +278,20 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
         "triggers": where.select(
             "TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE", "TRIGGERS",
             "1", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE") if triggers else None,
-        "positions": where.select(
+        # A long unique key's index type is HASH; so is every index of a MEMORY table,
+        # which has no hidden column.
+        "hashes": where.select(
+            "TABLE_SCHEMA, TABLE_NAME, INDEX_NAME", "STATISTICS",
+            "INDEX_TYPE = 'HASH' AND NON_UNIQUE = 0 AND SEQ_IN_INDEX = 1", "TABLE_SCHEMA",
+            "TABLE_NAME"),
+        "memory": where.select(
+            "TABLE_SCHEMA, TABLE_NAME", "TABLES", "ENGINE IN ('MEMORY', 'HEAP')",
+            "TABLE_SCHEMA", "TABLE_NAME"),
+        "positions": rows_where.select(
             "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,"
             " CHARACTER_SET_NAME", "COLUMNS", "1", "TABLE_SCHEMA", "TABLE_NAME"
         ) if positional else None,
-        "primary": where.select(
+        "primary": rows_where.select(
             "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, SEQ_IN_INDEX, SUB_PART", "STATISTICS",
             "INDEX_NAME = 'PRIMARY'", "TABLE_SCHEMA", "TABLE_NAME") if positional else None}
     queries = {name: q for name, q in asked.items() if q is not None}
@@ -294,9 +322,15 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
     found = tuple(sorted((Trigger(s, n, TableRef(ts, tt))
                           for s, n, ts, tt in answers.get("triggers", ())),
                          key=lambda t: (t.schema, t.name)))
+    memory = {TableRef(schema, table) for schema, table in answers.get("memory", ())}
+    hashes: dict[TableRef, int] = {}
+    for schema, table, _index in answers.get("hashes", ()):
+        ref = TableRef(schema, table)
+        if ref not in memory:
+            hashes[ref] = hashes.get(ref, 0) + 1
     columns = _table_columns(answers.get("positions", ()), answers.get("primary", ()),
-                             versioned) if positional else {}
-    return generated, versioned, by_trx, sequences, links, found, columns
+                             versioned, hashes) if positional else {}
+    return generated, versioned, by_trx, sequences, links, found, hashes, columns
 
 
 #: The string types whose values are bytes: no character set in the catalog.
@@ -305,8 +339,11 @@ _BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblo
 
 
 def _table_columns(positions: Iterable[tuple[Any, ...]], primary: Iterable[tuple[Any, ...]],
-                   versioned: dict[TableRef, tuple[str, str]]) -> dict[TableRef, TableColumns]:
-    """Each table's columns in order and its primary key, from the catalog's rows."""
+                   versioned: dict[TableRef, tuple[str, str]],
+                   hashes: dict[TableRef, int]) -> dict[TableRef, TableColumns]:
+    """Each table's columns in order and its primary key, from the catalog's rows, with the
+    columns the catalog does not show and the binlog logs: an implicit period's, the long
+    unique keys' hashes."""
     listed: dict[TableRef, list[tuple[int, DownstreamColumn]]] = {}
     for schema, table, name, ordinal, data_type, column_type, charset in positions:
         kind = str(data_type).lower()
@@ -328,9 +365,9 @@ def _table_columns(positions: Iterable[tuple[Any, ...]], primary: Iterable[tuple
             cols += [DownstreamColumn(period[0], "timestamp"),
                      DownstreamColumn(period[1], "timestamp")]
             lowered += list(period)
+        cols += [DownstreamColumn(f"DB_ROW_HASH_{n}", "bigint")
+                 for n in range(1, hashes.get(ref, 0) + 1)]
         parts = sorted(keys.get(ref, ()))
-        if any(name.lower() not in lowered for _s, name, _p in parts):
-            parts = []  # (never: a key's columns are the table's)
         out[ref] = TableColumns(tuple(cols),
                                 tuple(lowered.index(name.lower()) for _s, name, _p in parts),
                                 tuple(prefix for _s, _n, prefix in parts))
@@ -366,7 +403,8 @@ _RULES_KEPT = frozenset({"truncate", "create index", "drop index", "create view"
 
 #: DDL kinds that change only the rules of the tables they name (and the foreign keys of
 #: the tables referencing those): after them :func:`reread_rules` reads those tables only.
-NARROW_KINDS = frozenset({"create table", "alter table", "rename table"})
+NARROW_KINDS = frozenset({"create table", "alter table", "rename table", "create index",
+                          "drop index"})
 
 
 def keeps_rules(statement: str, *, positional: bool = False) -> bool:
@@ -376,15 +414,19 @@ def keeps_rules(statement: str, *, positional: bool = False) -> bool:
     kind = ddl_kind(statement).name
     if positional and kind == "drop index":
         return False
+    if kind == "create index" and re.search(r"\bUNIQUE\b", sql_words(statement) or "UNIQUE",
+                                            re.IGNORECASE):
+        return False  # it may be a long unique key, with its hidden column
     return kind in _RULES_KEPT
 
 
 #: Words of a CREATE or ALTER TABLE that may make a rule: generated columns and periods
 #: (``AS``, ``GENERATED``), foreign keys, system versioning, sequences, a definition taken
-#: from another table, and (ALTER) whatever may take a column, a key or the name away.
+#: from another table, a unique key (a long one has a hidden column), and (ALTER) whatever
+#: may take a column, a key or the name away.
 _MAY_MAKE_RULES = re.compile(
     r"\b(?:AS|GENERATED|REFERENCES|FOREIGN|CONSTRAINT|VERSIONING|PERIOD|SYSTEM|ROW|SEQUENCE"
-    r"|LIKE|SELECT|DROP|CHANGE|MODIFY|RENAME|CONVERT|PARTITION|PARTITIONS|IF)\b",
+    r"|LIKE|SELECT|DROP|CHANGE|MODIFY|RENAME|CONVERT|PARTITION|PARTITIONS|IF|UNIQUE)\b",
     re.IGNORECASE)
 _ADDS_COLUMNS_ONLY = re.compile(r"\s*ALTER\s+TABLE\s+[^\s.]+(?:\s*\.\s*[^\s.]+)?\s+ADD\s+COLUMN\b",
                                 re.IGNORECASE)
@@ -425,7 +467,8 @@ def _unknown(rules: TableRules, tables: list[TableRef | None]) -> bool:
         return False
     keys = {(t.schema.casefold(), t.table.casefold()) for t in tables if t is not None}
     return not any((t.schema.casefold(), t.table.casefold()) in keys for t in (
-        *rules.generated, *rules.versioned, *rules.versioned_by_trx, *rules.sequences,
+        *rules.generated, *rules.hashes, *rules.versioned, *rules.versioned_by_trx,
+        *rules.sequences,
         *rules.fk_group, *(t for link in rules.links for t in link)))
 
 

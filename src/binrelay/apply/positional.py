@@ -66,13 +66,16 @@ _TYPES: dict[int, frozenset[str]] = {
     t.MYSQL_TYPE_VAR_STRING: frozenset({"varchar", "varbinary"}),
     # MariaDB's INET4, INET6 and UUID are fixed-length strings in the binlog.
     t.MYSQL_TYPE_STRING: frozenset({"char", "binary", "inet4", "inet6", "uuid"}),
+    t.MYSQL_TYPE_VARCHAR_COMPRESSED: frozenset({"varchar", "varbinary"}),
+    t.MYSQL_TYPE_BLOB_COMPRESSED: _TEXT,
     t.MYSQL_TYPE_ENUM: frozenset({"enum"}),
     t.MYSQL_TYPE_SET: frozenset({"set"}),
     t.MYSQL_TYPE_TINY_BLOB: _TEXT,
     t.MYSQL_TYPE_MEDIUM_BLOB: _TEXT,
     t.MYSQL_TYPE_LONG_BLOB: _TEXT,
+    # MariaDB's JSON is a LONGTEXT (logged as a BLOB); MySQL's JSON into MariaDB too.
     t.MYSQL_TYPE_BLOB: _TEXT | {"json"},
-    t.MYSQL_TYPE_JSON: frozenset({"json"}),
+    t.MYSQL_TYPE_JSON: frozenset({"json", "longtext"}),
     t.MYSQL_TYPE_GEOMETRY: _GEOMETRY,
     t.MYSQL_TYPE_VECTOR: frozenset({"vector"}),
 }

@@ -102,7 +102,6 @@ def charset_of(collation_id: int | None) -> str | None:
     return name
 
 
-
 #: Older names of character sets (MySQL 5.7 and MariaDB before 10.6 say ``utf8``).
 _ALIASES = {"utf8": "utf8mb3"}
 

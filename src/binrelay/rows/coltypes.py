@@ -23,6 +23,9 @@ MYSQL_TYPE_TIMESTAMP2 = 17
 MYSQL_TYPE_DATETIME2 = 18
 MYSQL_TYPE_TIME2 = 19
 MYSQL_TYPE_TYPED_ARRAY = 20
+# MariaDB's COMPRESSED columns (10.3+): logged as they are stored, each value compressed.
+MYSQL_TYPE_BLOB_COMPRESSED = 140
+MYSQL_TYPE_VARCHAR_COMPRESSED = 141
 MYSQL_TYPE_VECTOR = 242
 MYSQL_TYPE_INVALID = 243
 MYSQL_TYPE_BOOL = 244
@@ -59,10 +62,12 @@ NUMERIC_TYPES = frozenset({
 
 #: Types whose collation the DEFAULT_CHARSET / COLUMN_CHARSET fields list (after resolving
 #: STRING to its real type: ENUM and SET have fields of their own).  MySQL 9 counts VECTOR
-#: (a binary string); MariaDB also counts GEOMETRY (see tablemap.py).
+#: (a binary string); MariaDB also counts GEOMETRY (see tablemap.py), and its COMPRESSED
+#: columns (seen in a 10.11 binlog: one charset per such column).
 CHARACTER_TYPES = frozenset({
     MYSQL_TYPE_STRING, MYSQL_TYPE_VAR_STRING, MYSQL_TYPE_VARCHAR, MYSQL_TYPE_BLOB,
     MYSQL_TYPE_TINY_BLOB, MYSQL_TYPE_MEDIUM_BLOB, MYSQL_TYPE_LONG_BLOB, MYSQL_TYPE_VECTOR,
+    MYSQL_TYPE_VARCHAR_COMPRESSED, MYSQL_TYPE_BLOB_COMPRESSED,
 })
 
 #: Types whose TABLE_MAP metadata takes this many bytes; every other type has none.
@@ -72,6 +77,8 @@ METADATA_LENGTHS: dict[int, int] = {
     MYSQL_TYPE_LONG_BLOB: 1, MYSQL_TYPE_GEOMETRY: 1, MYSQL_TYPE_JSON: 1,
     MYSQL_TYPE_VECTOR: 1,
     MYSQL_TYPE_TIME2: 1, MYSQL_TYPE_DATETIME2: 1, MYSQL_TYPE_TIMESTAMP2: 1,
+    MYSQL_TYPE_BLOB_COMPRESSED: 1,
     MYSQL_TYPE_VARCHAR: 2, MYSQL_TYPE_VAR_STRING: 2, MYSQL_TYPE_BIT: 2,
+    MYSQL_TYPE_VARCHAR_COMPRESSED: 2,
     MYSQL_TYPE_NEWDECIMAL: 2, MYSQL_TYPE_STRING: 2, MYSQL_TYPE_ENUM: 2, MYSQL_TYPE_SET: 2,
 }

@@ -32,6 +32,7 @@ from binrelay.rows import coltypes as t
 from binrelay.rows import mysqljson, temporal
 from binrelay.rows.charsets import WIDE_CODECS, python_codec, single_byte_table, wide_text
 from binrelay.rows.decimal import decode_decimal
+from binrelay.rows.mariadb_types import uncompressed
 from binrelay.rows.tablemap import Column, TableMap
 
 
@@ -308,6 +309,23 @@ def _spec_blob(col: Column, ctx: _Ctx) -> Var:
     return _prefixed(col.length, lambda x: _text_expr(col, ctx, x))
 
 
+def _compressed(width: int, col: Column, ctx: _Ctx) -> Var:
+    """A COMPRESSED column's value: uncompressed into ``{v}``, then read as text (its
+    expression may read the name twice)."""
+    fn = ctx.const(uncompressed, "unz")
+    text = _text_expr(col, ctx, "{v}")
+    lines = _prefixed(width, lambda x: f"{fn}({x})").lines
+    return Var(lines if text == "{v}" else (*lines[:-1], "{v} = " + text, lines[-1]))
+
+
+def _spec_varchar_compressed(col: Column, ctx: _Ctx) -> Var:
+    return _compressed(1 if col.length < 256 else 2, col, ctx)
+
+
+def _spec_blob_compressed(col: Column, ctx: _Ctx) -> Var:
+    return _compressed(col.length, col, ctx)
+
+
 def _spec_bytes_prefixed(col: Column, ctx: _Ctx) -> Var:
     return _prefixed(col.length, lambda x: x)
 
@@ -370,6 +388,8 @@ SPECS: dict[int, SpecBuilder] = {
     t.MYSQL_TYPE_TINY_BLOB: _spec_blob,
     t.MYSQL_TYPE_MEDIUM_BLOB: _spec_blob,
     t.MYSQL_TYPE_LONG_BLOB: _spec_blob,
+    t.MYSQL_TYPE_VARCHAR_COMPRESSED: _spec_varchar_compressed,
+    t.MYSQL_TYPE_BLOB_COMPRESSED: _spec_blob_compressed,
     t.MYSQL_TYPE_GEOMETRY: _spec_bytes_prefixed,
     t.MYSQL_TYPE_JSON: _spec_json,
     t.MYSQL_TYPE_VECTOR: _spec_vector,

@@ -360,6 +360,7 @@ class EventDecoder:
             start, stop = 0, len(data)
         else:
             data, start, stop = buf, pos, end
+        # (image_decoders, inline: this runs once per rows event.)
         decoders = table.decoders
         first = decoders.get((present, False, partial))
         if first is None:

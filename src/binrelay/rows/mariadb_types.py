@@ -1,4 +1,4 @@
-"""MariaDB's UUID, INET4 and INET6 types.
+"""MariaDB's UUID, INET4 and INET6 types, and its COMPRESSED columns' values.
 
 The binlog does not name them: TABLE_MAP shows BINARY(16), BINARY(4) and BINARY(16), so the
 row decoder returns their bytes (padded back to full length: the server drops trailing zero
@@ -9,6 +9,8 @@ the server's text with these functions.
 """
 
 from __future__ import annotations
+
+import zlib
 
 from binrelay.binlog.bytes import uuid_text as uuid_text  # the text of a UUID column
 
@@ -55,3 +57,27 @@ def inet6_text(raw: bytes) -> str:
         parts.append(f"{words[i]:x}")
         i += 1
     return ":".join(parts)
+
+
+def uncompressed(stored: bytes) -> bytes:
+    """A COMPRESSED column's value as the server stores (and logs) it, uncompressed: empty
+    for an empty value; else a header byte, then (bit 0x80 clear) the value as it is, or
+    (bit 0x80 set: zlib, the only method) the value's length in the header's low 3 bits
+    of bytes, big-endian, and its deflate stream (raw when bit 0x08 is set, the server's
+    default ``column_compression_zlib_wrap = OFF``; zlib-wrapped otherwise)."""
+    if not stored:
+        return b""
+    head = stored[0]
+    if not head & 0x80:
+        return bytes(stored[1:])
+    if head & 0x70:
+        raise ValueError(f"compressed value with an unknown method (header 0x{head:02x})")
+    width = head & 0x07
+    if not 1 <= width <= 4 or len(stored) < 1 + width:
+        raise ValueError(f"compressed value with a bad header 0x{head:02x}")
+    length = int.from_bytes(stored[1:1 + width], "big")
+    inflate = zlib.decompressobj(-zlib.MAX_WBITS if head & 0x08 else zlib.MAX_WBITS)
+    value = inflate.decompress(bytes(stored[1 + width:]), length + 1)
+    if len(value) != length or not inflate.eof:
+        raise ValueError(f"compressed value does not inflate to its {length} bytes")
+    return value

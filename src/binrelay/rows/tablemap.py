@@ -211,7 +211,7 @@ def _column_metadata(index: int, bt: int, b: _Buf) -> dict[str, Any]:
             col["type"] = b0
         if col["type"] not in (t.MYSQL_TYPE_STRING, t.MYSQL_TYPE_ENUM, t.MYSQL_TYPE_SET):
             raise MetadataError(f"column {index + 1}: bad real type {col['type']} of a STRING")
-    elif bt in (t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_VAR_STRING):
+    elif bt in (t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_VAR_STRING, t.MYSQL_TYPE_VARCHAR_COMPRESSED):
         col["length"] = raw[0] | raw[1] << 8
     elif bt == t.MYSQL_TYPE_BIT:
         col["bits"] = raw[1] * 8 + raw[0]

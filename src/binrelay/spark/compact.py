@@ -294,7 +294,7 @@ def table_shape(tm: Any, rules: TableRules, *, by_name: bool = True
     names is completed before (``positional.complete``)."""
     ref = TableRef(tm.schema, tm.table)
     if by_name and not tm.has_names:
-        raise nameless(ref)  # (read by positional.complete first: never here)
+        raise nameless(ref)  # (callers complete a nameless map first: positional.complete)
     columns, key = tuple(tm.column_names), tuple(tm.primary_key)
     convert = image_params(tm)
     keep = rules.writable(ref, columns)

@@ -46,7 +46,7 @@ from binrelay.binlog.txn import (
     is_savepoint_statement,
     is_transaction_control,
 )
-from binrelay.errors import RelayDirError, UnfaithfulApplyError
+from binrelay.errors import NamelessRowsError, RelayDirError, UnfaithfulApplyError
 from binrelay.position import SubdirName, binlog_sort_key
 from binrelay.relay.scan import parse_fde, read_fde_event
 from binrelay.rows.decoder import EventDecoder, image_decoders
@@ -207,6 +207,7 @@ def _reader(path: Path, headers: Headers | None) -> FileReader:
 def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], TableRules],
                     headers: Headers | None = None, *, pseudo_thread: bool = False,
                     committed_to: tuple[int, ...] | None = None,
+                    read_columns: Callable[[], TableRules] | None = None,
                     ) -> Iterator[tuple[int | None, str | None, list[Action]]]:
     """The segment's transactions, each as ``(end offset, GTID, actions in relay order)``;
     ``rules``: the catalog's write rules as they stand; ``headers``: the relay files already
@@ -222,7 +223,12 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
     ``committed_to``: the replay skips the transactions before that position (they were
     committed with a DDL's journal row); their rows are not read here, as the tables they
     were logged for may have been changed since by that DDL (rows logged without column
-    names are read by the downstream's table as it is)."""
+    names are read by the downstream's table as it is).
+
+    ``read_columns``: called when rows logged without column names meet rules that hold no
+    tables' columns; returns the rules with them, read then (so the replay goes on in its
+    session, with its temporary tables).  Without it, :class:`NamelessRowsError` stops the
+    replay."""
     path = relay_dir / segment.subdir / segment.file
     fde, decoder, mariadb, version = _reader(path, headers)
     seq = SubdirName.parse(segment.subdir).seq
@@ -305,7 +311,14 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                     if cached is None or cached[0] is not ev.table:
                         # (Completed here, by the rules after the DDL before it: the
                         # decoder read its table map before that DDL ran.)
-                        named = complete(ev.table, now)
+                        try:
+                            named = complete(ev.table, now)
+                        except NamelessRowsError:
+                            if read_columns is None:
+                                raise
+                            now = read_columns()
+                            shapes.clear()
+                            named = complete(ev.table, now)
                         cached = (ev.table, named, *table_shape(named, now))
                         shapes[id(ev.table)] = cached
                     _t, named, (ref, columns, key), convert, traits = cached

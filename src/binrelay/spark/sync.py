@@ -365,7 +365,7 @@ class SyncPipeline:
         rows are written again); refuses a downstream with triggers on the tables it would
         write.  Ends the transaction ``conn`` is in."""
         skip = (self.store.schema,)
-        if self.rules_stale and self.stale_ddl and self.rules.positional == self.positional:
+        if self.rules_stale and self.stale_ddl:
             self.rules = reread_rules(conn, self.rules, self.stale_ddl, exclude_schemas=skip)
         else:
             self.rules = read_rules(conn, exclude_schemas=skip, positional=self.positional)
@@ -428,7 +428,9 @@ class SyncPipeline:
             except NamelessRowsError:
                 if self.positional:
                     raise
-                self._go_positional()
+                # Met in a Spark task or a batch the driver applies with its checkpoint:
+                # nothing of the batch is committed, which is applied again.
+                self._turn_positional()
             except Exception as exc:
                 lost = downstream_lost(exc)
                 if lost is None:
@@ -439,10 +441,9 @@ class SyncPipeline:
                 self._downstream_back()
                 return result
 
-    def _go_positional(self) -> None:
+    def _turn_positional(self) -> None:
         """Rows logged without column names were met: from now on the rules hold every
-        table's columns, and the run goes on from its checkpoint (the batch in flight
-        applied again, as after a crash), those rows applied by position."""
+        table's columns, read before the next rows are (``apply.positional``)."""
         log.warning("the upstream logged rows without column names (binlog_row_metadata ="
                     " NO_LOG or MINIMAL): applying them by position, with the downstream"
                     " tables' columns, as a replica does; the downstream's tables must have"
@@ -862,7 +863,8 @@ class SyncPipeline:
             for segment in segments:
                 for end_off, gtid, actions in segment_actions(
                         self.relay_dir, segment, lambda: self.rules, headers,
-                        pseudo_thread=self.replayer.pseudo_thread):
+                        pseudo_thread=self.replayer.pseudo_thread,
+                        read_columns=lambda: self._columns_now(conn, None)):
                     if end_off is None:  # a DDL's own rows: no rows-only batch has them
                         raise ApplyError("a DDL in a batch of rows only",
                                          hint="report this: the batch was planned wrong")
@@ -912,7 +914,8 @@ class SyncPipeline:
                 for end, _gtid, actions in segment_actions(
                         self.relay_dir, segment, lambda: self.rules, headers,
                         pseudo_thread=self.replayer.pseudo_thread,
-                        committed_to=committed_to if segment.kind == "dml" else None):
+                        committed_to=committed_to if segment.kind == "dml" else None,
+                        read_columns=lambda: self._columns_now(conn, left)):
                     if segment.kind == "dml" and committed_to is not None \
                             and end is not None and (*at, end) < committed_to[:3]:
                         continue
@@ -922,6 +925,18 @@ class SyncPipeline:
             left.settle(conn)
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op
+
+    def _columns_now(self, conn: Any, left: LeftContext | None) -> TableRules:
+        """Rows logged without column names met while transactions are replayed in relay
+        order (``segment_actions``): the rules with every table's columns, read now, as
+        :meth:`_rules_now` reads rules (the replay goes on in its session)."""
+        self._turn_positional()
+        if left is not None:
+            self._rules_now(conn, left)
+        else:
+            with pooled_connection(self.driver_downstream) as other:
+                self.read_rules(other)
+        return self.rules
 
     def _rules_now(self, conn: Any, left: LeftContext) -> None:
         """The catalog's rules read again if a DDL of the run changed them, before rows are
