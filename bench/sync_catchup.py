@@ -753,8 +753,10 @@ def report(args: argparse.Namespace, facts: dict[str, str], work: Workload,
     loaded = ("empty (the range creates the tables)" if args.from_prepare else
               "loaded with `mariadb-dump --single-transaction --databases sbtest` taken at the"
               " starting point")
+    rows_by = "" if args.row_metadata == "FULL" else (
+        f", upstream at binlog_row_metadata = {args.row_metadata} (rows applied by position)")
     return f"""\
-## Sync catch-up: `binrelay sync --until-caught-up` vs. a native MariaDB replica
+## Sync catch-up: `binrelay sync --until-caught-up` vs. a native MariaDB replica{rows_by}
 
 `{cmd}` ·
 goal: native replica time / binrelay time ≥ {GOAL:.0f}, both on downstreams with the same
@@ -929,10 +931,11 @@ def main(argv: list[str] | None = None) -> int:
         body = report(args, facts, work, counts, start, end, after_bytes, runs, spark_s)
         print(body)
         if not args.no_report:
-            update_section(f"{SECTION}_cluster" if args.cluster else
-                           f"{SECTION}_warm" if args.warm else
-                           f"{SECTION}_{args.row_metadata.lower()}"
-                           if args.row_metadata != "FULL" else SECTION, body)
+            name = f"{SECTION}_cluster" if args.cluster else \
+                f"{SECTION}_warm" if args.warm else SECTION
+            if args.row_metadata != "FULL":
+                name += f"_{args.row_metadata.lower()}"
+            update_section(name, body)
             log("BENCHMARKS.md updated")
     finally:
         if cluster is not None:

@@ -425,9 +425,10 @@ def test_ddl_kinds(statement: str, kind: str) -> None:
 
 @pytest.mark.parametrize(("statement", "kept"), [
     # Nothing the write rules track comes into being: no new read of the catalog.
-    ("TRUNCATE t", True), ("create index i on t (a)", True), ("DROP INDEX i ON t", True),
-    # A unique key may be a long one, with a hidden column: the rules are read again.
-    ("create unique index i on t (a)", False),
+    ("TRUNCATE t", True), ("create index i on t (a)", True),
+    # A unique key may be a long one, with a hidden column, and a dropped index may have
+    # been one (or the primary key): the rules are read again.
+    ("create unique index i on t (a)", False), ("DROP INDEX i ON t", False),
     ("CREATE VIEW v AS SELECT 1", True), ("DROP VIEW v", True), ("CREATE DATABASE d", True),
     # Only taken away: the old rules are stricter, never looser.
     ("DROP TABLE a, b", True), ("DROP DATABASE d", True),

@@ -28,7 +28,9 @@ EXPECTED = {
     c.PREVIOUS_GTIDS_LOG_EVENT: ev.PreviousGtidsEvent,
     c.TRANSACTION_PAYLOAD_EVENT: ev.TransactionPayloadEvent, c.STOP_EVENT: ev.StopEvent,
     c.INTVAR_EVENT: ev.IntvarEvent, c.RAND_EVENT: ev.RandEvent,
-    c.USER_VAR_EVENT: ev.UserVarEvent,
+    c.USER_VAR_EVENT: ev.UserVarEvent, c.EXECUTE_LOAD_QUERY_EVENT: ev.ExecuteLoadQueryEvent,
+    c.BEGIN_LOAD_QUERY_EVENT: ev.LoadBlockEvent, c.APPEND_BLOCK_EVENT: ev.LoadBlockEvent,
+    c.DELETE_FILE_EVENT: ev.DeleteFileEvent,
 }
 
 FILES = capture_binlogs()
@@ -99,3 +101,18 @@ def test_bad_bytes_are_errors_naming_the_event_file_and_offset() -> None:
         parse(short, context, verify_checksums=False)
     with pytest.raises(BinlogFormatError, match="truncated"):
         parse(b"\0" * 10, context)
+
+
+def test_a_captured_load_data_reads_as_its_file_and_statement() -> None:
+    """MySQL's statement-format LOAD DATA: the file's bytes in BEGIN_LOAD_QUERY (and
+    APPEND_BLOCK) events, then the statement, whose file-name part a replayer replaces."""
+    path = next(p for p in FILES if p.parent.name == "17_18_load")
+    context = Context()
+    events = [parse(raw, context) for _offset, raw in bb.walk(path.read_bytes())]
+    blocks = [e for e in events if isinstance(e, ev.LoadBlockEvent)]
+    (load,) = [e for e in events if isinstance(e, ev.ExecuteLoadQueryEvent)]
+    assert blocks and blocks[0].begins and {b.file_id for b in blocks} == {load.file_id}
+    part = load.raw_query[load.fn_start:load.fn_end]
+    assert part.lstrip().upper().startswith((b"INFILE", b"LOCAL")), part
+    assert part.rstrip().upper().endswith(b"INTO"), part
+    assert load.raw_query[:load.fn_start].strip().upper() == b"LOAD DATA"

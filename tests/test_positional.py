@@ -81,3 +81,17 @@ def test_a_downstream_table_that_does_not_fit_is_refused(columns, said) -> None:
         complete(nameless(), rules)
     with pytest.raises(UnfaithfulApplyError, match="a table the downstream does not have"):
         complete(TableMap(table_id=7, schema="app", table="gone", columns=COLUMNS), rules)
+
+
+def test_the_downstreams_own_columns_come_before_its_hidden_hashes() -> None:
+    """The server keeps a long unique key's hidden hash last, after a column only the
+    downstream has: the logged hash pairs with the downstream's hash, not that column."""
+    logged = (*COLUMNS[:2], Column(2, t.MYSQL_TYPE_LONGLONG, t.MYSQL_TYPE_LONGLONG, 0, True))
+    info = TableColumns((DownstreamColumn("id", "int"), DownstreamColumn("small", "tinyint"),
+                         DownstreamColumn("extra", "bigint"),
+                         DownstreamColumn("DB_ROW_HASH_1", "bigint")), (0,), (0,), hashes=1)
+    rules = TableRules(positional=True, columns={TableRef("app", "h"): info},
+                       hashes={TableRef("app", "h"): 1})
+    done = complete(TableMap(table_id=3, schema="app", table="h", columns=logged), rules)
+    assert done.column_names == ("id", "small", "DB_ROW_HASH_1")
+    assert rules.writable(TableRef("app", "h"), done.column_names) == (0, 1)

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from binrelay.rows import RowChange, events
 from binrelay.rows.charsets import single_byte_table
-from binrelay.rows.mariadb_types import inet4_text, inet6_text, uuid_text
+from binrelay.rows.mariadb_types import inet4_text, inet6_text, uncompressed, uuid_text
 from binrelay.rows.tablemap import Column
 from binrelay.rows.text import value_text
 from binrelay.spark.changes import image_params, to_param
@@ -552,6 +552,24 @@ def test_single_byte_charset_tables_match_server(conn: Any) -> None:
                     assert theirs in ("?", "\ufffd") and ord(ours) == 0xDC00 + i
                 else:
                     assert ours == theirs, (charset, hex(i))
+
+
+def test_compressed_values_that_are_not_what_the_server_writes_are_refused() -> None:
+    """Headers of another method than 0 (as is) and 8 (zlib), lengths past the column's and
+    streams that do not inflate to their length raise: the decoder reports the event."""
+    import zlib
+
+    raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    stream = raw.compress(b"x" * 100) + raw.flush()
+    good = bytes([0x89, 100]) + stream
+    assert uncompressed(good) == b"x" * 100 and uncompressed(b"\x00abc") == b"abc"
+    assert uncompressed(b"") == b""
+    for bad in (b"\x10abc", b"\x7fabc", bytes([0x89, 101]) + stream, bytes([0x89, 100]) +
+                stream[:-2], b"\x88", bytes([0x8d]) + b"\x00" * 5):
+        with pytest.raises(ValueError):
+            uncompressed(bad)
+    with pytest.raises(ValueError, match="in a column of 50"):
+        uncompressed(good, longest=50)
 
 
 def test_uuid_and_inet_text_helpers() -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pymysql
+import pytest
+
 from binrelay import sqlclient
 from binrelay.apply.downstream import Downstream
 from binrelay.testing.sandbox import ServerFactory
@@ -47,5 +50,26 @@ def test_tls_is_negotiated_when_the_server_offers_it(mariadb_factory: ServerFact
     try:
         assert _cipher(conn)
         assert conn.ctx is sqlclient._preferred_context()
+    finally:
+        conn.close()
+
+
+def test_load_data_local_sends_only_what_is_offered(mariadb, tmp_path: Path) -> None:
+    """A LOAD DATA LOCAL reads the bytes offered under its file's name; a file of this
+    machine the statement (or a server) names is never sent: PyMySQL's own handler would."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("1\n2\n")
+    conn = sqlclient.connect(host=mariadb.host, port=mariadb.port, user="root", password="",
+                             local_infile=True, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE IF NOT EXISTS ld")
+            cur.execute("CREATE TABLE ld.t (id INT PRIMARY KEY)")
+            with conn.offering("relay-file", b"7\n8\n9\n"):
+                cur.execute("LOAD DATA LOCAL INFILE 'relay-file' INTO TABLE ld.t")
+            with pytest.raises(pymysql.OperationalError, match="did not offer"):
+                cur.execute(f"LOAD DATA LOCAL INFILE '{secret}' INTO TABLE ld.t")
+            cur.execute("SELECT id FROM ld.t ORDER BY id")
+            assert cur.fetchall() == ((7,), (8,), (9,))
     finally:
         conn.close()

@@ -8,16 +8,25 @@ connection.  A relay that reconnects after each upstream restart fragmented glib
 that way (RSS 33 -> 41 MiB over 200 restarts, all of it free memory), and every apply
 connection paid the 18 ms.  The preferred mode verifies no certificate, so one context
 serves every connection of the process; it is built on first use.
+
+``LOAD DATA LOCAL`` (a statement-format LOAD DATA replayed downstream) sends bytes held in
+memory under the name the statement gives (:meth:`Connection.offering`), never a file:
+PyMySQL's own handler would send any file of this machine the server names.
 """
 
 from __future__ import annotations
 
 import ssl
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pymysql
 import pymysql.connections
+from pymysql import err
+from pymysql.constants import CR
+from pymysql.protocol import LoadLocalPacketWrapper
 
 _lock = threading.Lock()
 _preferred: ssl.SSLContext | None = None
@@ -37,12 +46,64 @@ def _preferred_context() -> ssl.SSLContext:
 
 
 class Connection(pymysql.connections.Connection):
-    """PyMySQL's connection, sharing the process's "TLS if offered" context."""
+    """PyMySQL's connection, sharing the process's "TLS if offered" context; the data a
+    ``LOAD DATA LOCAL`` may read is only what :meth:`offering` holds (open with
+    ``local_infile=True``)."""
+
+    _offered: dict[bytes, bytes] | None = None
 
     def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
         if isinstance(sslp, dict) and not sslp:
             return _preferred_context()
         return super()._create_ssl_ctx(sslp)  # type: ignore[no-any-return]
+
+    @contextmanager
+    def offering(self, name: str, data: bytes) -> Iterator[None]:
+        """While inside, a ``LOAD DATA LOCAL INFILE 'name'`` reads ``data``."""
+        self._offered = {name.encode(): data}
+        try:
+            yield
+        finally:
+            self._offered = None
+
+    def _read_query_result(self, unbuffered: bool = False) -> int:
+        # PyMySQL's, with the result class that answers a LOAD DATA LOCAL from memory.
+        self._result = None
+        result = _Result(self)
+        if unbuffered:
+            result.init_unbuffered_query()
+        else:
+            result.read()
+        self._result = result
+        if result.server_status is not None:
+            self.server_status = result.server_status
+        return result.affected_rows  # type: ignore[no-any-return]
+
+
+#: Bytes a LOAD DATA LOCAL packet carries (PyMySQL's size).
+_CHUNK = 16 * 1024
+
+
+class _Result(pymysql.connections.MySQLResult):
+    def _read_load_local_packet(self, first_packet: Any) -> None:
+        conn = self.connection
+        name = LoadLocalPacketWrapper(first_packet).filename
+        offered = getattr(conn, "_offered", None) or {}
+        data = offered.get(name)
+        try:
+            if data is not None:
+                for start in range(0, len(data), _CHUNK):
+                    conn.write_packet(data[start:start + _CHUNK])
+        finally:
+            conn.write_packet(b"")  # the end of the file (an empty one when not offered)
+            ok_packet = conn._read_packet()  # the server's error, if any, raises here
+        if data is None:
+            raise err.OperationalError(
+                CR.CR_UNKNOWN_ERROR,
+                f"the server asked for file {name!r}, which this client did not offer")
+        if not ok_packet.is_ok_packet():
+            raise err.OperationalError(CR.CR_COMMANDS_OUT_OF_SYNC, "Commands Out of Sync")
+        self._read_ok_packet(ok_packet)
 
 
 def connect(**kwargs: Any) -> Connection:

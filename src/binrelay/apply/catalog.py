@@ -83,6 +83,8 @@ class TableColumns:
     columns: tuple[DownstreamColumn, ...]
     primary_key: tuple[int, ...] = ()
     primary_key_prefixes: tuple[int, ...] = ()
+    #: How many of the last ``columns`` are long unique keys' hidden hashes.
+    hashes: int = 0
 
 
 @dataclass(frozen=True)
@@ -270,23 +272,21 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
             "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, GENERATION_EXPRESSION, DATA_TYPE",
             "COLUMNS", "IS_GENERATED = 'ALWAYS'", "TABLE_SCHEMA", "TABLE_NAME"),
         "tables": where.select(
-            "TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE", "TABLES",
-            "TABLE_TYPE IN ('SYSTEM VERSIONED', 'SEQUENCE')", "TABLE_SCHEMA", "TABLE_NAME"),
+            "TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, ENGINE", "TABLES",
+            "(TABLE_TYPE IN ('SYSTEM VERSIONED', 'SEQUENCE') OR ENGINE IN ('MEMORY', 'HEAP'))",
+            "TABLE_SCHEMA", "TABLE_NAME"),
         "links": where.select(
             "CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, REFERENCED_TABLE_NAME",
             "REFERENTIAL_CONSTRAINTS", "1", "CONSTRAINT_SCHEMA", "TABLE_NAME", children=True),
         "triggers": where.select(
             "TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE", "TRIGGERS",
             "1", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE") if triggers else None,
-        # A long unique key's index type is HASH; so is every index of a MEMORY table,
-        # which has no hidden column.
+        # A long unique key's index type is HASH; so is every index of a MEMORY table
+        # ("tables" lists those), which has no hidden column.
         "hashes": where.select(
             "TABLE_SCHEMA, TABLE_NAME, INDEX_NAME", "STATISTICS",
             "INDEX_TYPE = 'HASH' AND NON_UNIQUE = 0 AND SEQ_IN_INDEX = 1", "TABLE_SCHEMA",
             "TABLE_NAME"),
-        "memory": where.select(
-            "TABLE_SCHEMA, TABLE_NAME", "TABLES", "ENGINE IN ('MEMORY', 'HEAP')",
-            "TABLE_SCHEMA", "TABLE_NAME"),
         "positions": rows_where.select(
             "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,"
             " CHARACTER_SET_NAME", "COLUMNS", "1", "TABLE_SCHEMA", "TABLE_NAME"
@@ -309,8 +309,13 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
             generated.setdefault(ref, set()).add(column.lower())
     versioned = {}
     sequences = set()
-    for schema, table, kind in answers.get("tables", ()):
+    memory = set()
+    for schema, table, kind, engine in answers.get("tables", ()):
         ref = TableRef(schema, table)
+        if str(engine).upper() in ("MEMORY", "HEAP"):
+            memory.add(ref)
+        if kind not in ("SEQUENCE", "SYSTEM VERSIONED"):
+            continue
         if kind == "SEQUENCE":
             sequences.add(ref)
             continue
@@ -322,7 +327,6 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
     found = tuple(sorted((Trigger(s, n, TableRef(ts, tt))
                           for s, n, ts, tt in answers.get("triggers", ())),
                          key=lambda t: (t.schema, t.name)))
-    memory = {TableRef(schema, table) for schema, table in answers.get("memory", ())}
     hashes: dict[TableRef, int] = {}
     for schema, table, _index in answers.get("hashes", ()):
         ref = TableRef(schema, table)
@@ -370,7 +374,7 @@ def _table_columns(positions: Iterable[tuple[Any, ...]], primary: Iterable[tuple
         parts = sorted(keys.get(ref, ()))
         out[ref] = TableColumns(tuple(cols),
                                 tuple(lowered.index(name.lower()) for _s, name, _p in parts),
-                                tuple(prefix for _s, _n, prefix in parts))
+                                tuple(prefix for _s, _n, prefix in parts), hashes.get(ref, 0))
     return out
 
 
@@ -394,10 +398,12 @@ _PERIOD_ENDS = frozenset({"ROW START", "ROW END"})
 
 #: DDL kinds (``apply.sql.ddl_kind``) that add nothing :class:`TableRules` tracks: no
 #: table, column, foreign key, trigger, period or sequence comes into being (TRUNCATE, an
-#: index, a view, an empty database), or they only take some away (DROP TABLE / DATABASE),
-#: after which the old rules are stricter than needed, never looser: a table still listed
-#: as linked by a foreign key is replayed in order, which is right for any table.
-_RULES_KEPT = frozenset({"truncate", "create index", "drop index", "create view", "drop view",
+#: index that is not UNIQUE (``keeps_rules``), a view, an empty database), or they only take
+#: some away (DROP TABLE / DATABASE), after which the old rules are stricter than needed,
+#: never looser: a table still listed as linked by a foreign key is replayed in order, which
+#: is right for any table.  (A DROP INDEX may take a primary key or a long unique key's
+#: hidden column away: its table is read again.)
+_RULES_KEPT = frozenset({"truncate", "create index", "create view", "drop view",
                          "create database", "drop table", "drop database"})
 
 
@@ -407,13 +413,10 @@ NARROW_KINDS = frozenset({"create table", "alter table", "rename table", "create
                           "drop index"})
 
 
-def keeps_rules(statement: str, *, positional: bool = False) -> bool:
+def keeps_rules(statement: str) -> bool:
     """Whether rules read before ``statement`` (a DDL) stay safe to write with after it,
-    so the catalog need not be read again (``positional``: rules with the tables' columns,
-    which a DROP INDEX changes when it drops a primary key)."""
+    so the catalog need not be read again."""
     kind = ddl_kind(statement).name
-    if positional and kind == "drop index":
-        return False
     if kind == "create index" and re.search(r"\bUNIQUE\b", sql_words(statement) or "UNIQUE",
                                             re.IGNORECASE):
         return False  # it may be a long unique key, with its hidden column
@@ -423,7 +426,8 @@ def keeps_rules(statement: str, *, positional: bool = False) -> bool:
 #: Words of a CREATE or ALTER TABLE that may make a rule: generated columns and periods
 #: (``AS``, ``GENERATED``), foreign keys, system versioning, sequences, a definition taken
 #: from another table, a unique key (a long one has a hidden column), and (ALTER) whatever
-#: may take a column, a key or the name away.
+#: may take a column, a key or the name away, or change the engine (whose key length limit
+#: makes or unmakes long unique keys).
 _MAY_MAKE_RULES = re.compile(
     r"\b(?:AS|GENERATED|REFERENCES|FOREIGN|CONSTRAINT|VERSIONING|PERIOD|SYSTEM|ROW|SEQUENCE"
     r"|LIKE|SELECT|DROP|CHANGE|MODIFY|RENAME|CONVERT|PARTITION|PARTITIONS|IF|UNIQUE)\b",
@@ -451,7 +455,8 @@ def leaves_rules(rules: TableRules, statement: str, schema: str | None) -> bool:
     if text is None or _MAY_MAKE_RULES.search(text):
         return False
     if kind == "alter table":
-        return _ADDS_COLUMNS_ONLY.match(text) is not None
+        return _ADDS_COLUMNS_ONLY.match(text) is not None and \
+            re.search(r"\bENGINE\b", text, re.IGNORECASE) is None
     if kind != "create table":
         return False
     made = created_table(statement, schema)

@@ -86,6 +86,8 @@ class Downstream:
                 client_flag=CLIENT.FOUND_ROWS | (CLIENT.MULTI_STATEMENTS if self.scripts
                                                  else 0),
                 max_allowed_packet=_CLIENT_MAX_PACKET,
+                # (A replayed LOAD DATA's file is sent from memory: sqlclient.Connection.)
+                local_infile=True,
             )
         except pymysql.MySQLError as exc:
             raise map_error(exc, f"connecting to {self.user}@{self.host}:{self.port}") from None

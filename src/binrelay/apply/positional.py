@@ -131,6 +131,11 @@ def nameless(ref: TableRef) -> NamelessRowsError:
 
 def _completed(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
     downstream = info.columns
+    if info.hashes and len(downstream) > len(tm.columns) >= info.hashes:
+        # Columns the downstream has after the logged ones come before its long unique
+        # keys' hidden hashes, which the server keeps last, and the binlog logs last.
+        split = len(downstream) - info.hashes
+        downstream = (*downstream[:len(tm.columns) - info.hashes], *downstream[split:])
     if len(downstream) < len(tm.columns):
         raise UnfaithfulApplyError(
             f"the upstream logged {len(tm.columns)} columns without their names, the"

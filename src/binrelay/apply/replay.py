@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pymysql
@@ -195,6 +195,8 @@ class SessionStatement:
     #: The error the statement ended with upstream, logged with it (0: none): a statement on
     #: a non-transactional table that failed part way is logged for what it did.
     expected_error: int = 0
+    #: A statement-format LOAD DATA's file: the name ``raw`` reads it by, and its bytes.
+    load: tuple[str, bytes] | None = field(default=None, repr=False)
 
 
 Action = Change | SessionStatement
@@ -294,7 +296,9 @@ def _statement(conn: Any, st: SessionStatement) -> None:
             for sql in st.setup:
                 cur.execute(sql)
             try:
-                cur.execute(st.raw)
+                with conn.offering(*st.load) if st.load is not None \
+                        else contextlib.nullcontext():
+                    cur.execute(st.raw)
             except pymysql.MySQLError as exc:
                 if not st.expected_error or errno_of(exc) != st.expected_error:
                     raise

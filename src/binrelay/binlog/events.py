@@ -116,6 +116,38 @@ class QueryEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ExecuteLoadQueryEvent(QueryEvent):
+    """EXECUTE_LOAD_QUERY: a statement-format ``LOAD DATA``, whose file the BEGIN_LOAD_QUERY
+    and APPEND_BLOCK events of ``file_id`` before it carry.  ``raw_query[fn_start:fn_end]``
+    is the part from the file's name to ``INTO`` (``LOCAL``, ``INFILE '...'``, ``REPLACE``
+    or ``IGNORE``) that a replayer replaces with its own file; ``dup_handling``: 0 stop on a
+    duplicate key, 1 ignore it, 2 replace the row."""
+
+    file_id: int = 0
+    fn_start: int = 0
+    fn_end: int = 0
+    dup_handling: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LoadBlockEvent:
+    """BEGIN_LOAD_QUERY (``begins``) or APPEND_BLOCK: a block of a ``LOAD DATA`` file."""
+
+    header: EventHeader
+    file_id: int
+    data: bytes = field(repr=False)
+    begins: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteFileEvent:
+    """DELETE_FILE: the ``LOAD DATA`` of ``file_id`` failed upstream; its file is dropped."""
+
+    header: EventHeader
+    file_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class IntvarEvent:
     """INTVAR: the auto-increment context of the next statement."""
 
@@ -253,8 +285,8 @@ class StopEvent:
 
 @dataclass(frozen=True, slots=True)
 class OtherEvent:
-    """Any event this module does not interpret (heartbeat, LOAD DATA blocks, type 100 of
-    Aurora ...): header and raw body, passed through."""
+    """Any event this module does not interpret (heartbeat, type 100 of Aurora ...): header
+    and raw body, passed through."""
 
     header: EventHeader
     body: bytes = field(repr=False)
@@ -265,7 +297,8 @@ class OtherEvent:
 
 
 #: The events this layer reads whole (rows and TABLE_MAP events are OtherEvent here).
-BinlogEvent = (FormatDescriptionEvent | RotateEvent | QueryEvent | IntvarEvent | RandEvent
+BinlogEvent = (FormatDescriptionEvent | RotateEvent | QueryEvent | LoadBlockEvent
+               | DeleteFileEvent | IntvarEvent | RandEvent
                | UserVarEvent | XidEvent | MariadbGtidEvent | MariadbGtidListEvent
                | BinlogCheckpointEvent | AnnotateRowsEvent | RowsQueryEvent | MysqlGtidEvent
                | PreviousGtidsEvent | TransactionPayloadEvent | StopEvent | OtherEvent)

@@ -34,10 +34,13 @@ from binrelay.binlog.events import (
     AnnotateRowsEvent,
     BinlogCheckpointEvent,
     BinlogEvent,
+    DeleteFileEvent,
     EventHeader,
+    ExecuteLoadQueryEvent,
     FormatDescription,
     FormatDescriptionEvent,
     IntvarEvent,
+    LoadBlockEvent,
     MariadbGtidEvent,
     MariadbGtidListEvent,
     MysqlGtidEvent,
@@ -272,6 +275,36 @@ def _query(ctx: Context, header: EventHeader, event: bytes, end: int) -> QueryEv
                       ctx.mariadb, None)
 
 
+def _execute_load_query(ctx: Context, header: EventHeader, event: bytes,
+                        end: int) -> ExecuteLoadQueryEvent:
+    query = _query(ctx, header, event, end)
+    if end < _HEADER_LEN + _QUERY_POST_HEADER + 13:
+        raise Corrupt("truncated")
+    file_id, fn_start, fn_end, dup = struct.unpack_from(
+        "<IIIB", event, _HEADER_LEN + _QUERY_POST_HEADER)
+    if not fn_start <= fn_end <= len(query.raw_query) or dup > 2:
+        raise Corrupt(f"file name at {fn_start}..{fn_end} of a {len(query.raw_query)}-byte"
+                      f" statement, duplicate handling {dup}")
+    return ExecuteLoadQueryEvent(
+        query.header, query.schema, query.query, query.thread_id, query.exec_time,
+        query.error_code, query.compressed, query.raw_query, query.status_vars, query.mariadb,
+        None, file_id, fn_start, fn_end, dup)
+
+
+def _load_block(ctx: Context, header: EventHeader, event: bytes, end: int) -> LoadBlockEvent:
+    if end < _HEADER_LEN + 4:
+        raise Corrupt("truncated")
+    return LoadBlockEvent(header, int.from_bytes(event[_HEADER_LEN:_HEADER_LEN + 4], "little"),
+                          bytes(event[_HEADER_LEN + 4:end]),
+                          header.event_type == c.BEGIN_LOAD_QUERY_EVENT)
+
+
+def _delete_file(ctx: Context, header: EventHeader, event: bytes, end: int) -> DeleteFileEvent:
+    if end < _HEADER_LEN + 4:
+        raise Corrupt("truncated")
+    return DeleteFileEvent(header, int.from_bytes(event[_HEADER_LEN:_HEADER_LEN + 4], "little"))
+
+
 def _xid(ctx: Context, header: EventHeader, event: bytes, end: int) -> XidEvent:
     if end < _HEADER_LEN + 8:
         raise Corrupt("truncated")
@@ -434,6 +467,10 @@ BODY_PARSERS: dict[int, BodyParser] = {
     c.ROTATE_EVENT: _rotate,
     c.QUERY_EVENT: _query,
     c.QUERY_COMPRESSED_EVENT: _query,
+    c.EXECUTE_LOAD_QUERY_EVENT: _execute_load_query,
+    c.BEGIN_LOAD_QUERY_EVENT: _load_block,
+    c.APPEND_BLOCK_EVENT: _load_block,
+    c.DELETE_FILE_EVENT: _delete_file,
     c.XID_EVENT: _xid,
     c.INTVAR_EVENT: _intvar,
     c.RAND_EVENT: _rand,

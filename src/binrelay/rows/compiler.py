@@ -271,17 +271,17 @@ _IDENTITY_ASCII = "".join(chr(i) for i in range(128))
 _SINGLE_BYTE: dict[str, Callable[[bytes], str]] = {}  # one decoder per table, shared
 
 
-def _prefixed(width: int, expr: Callable[[str], str]) -> Var:
-    """A value behind a little-endian length prefix of ``width`` bytes; ``expr`` turns
-    the name holding its bytes into the value."""
+def _prefixed(width: int, *exprs: Callable[[str], str]) -> Var:
+    """A value behind a little-endian length prefix of ``width`` bytes; each of ``exprs`` in
+    turn makes the value from the name holding the one before (its bytes first)."""
     if width == 1:
         head = "n = p + 1 + b[p]"
     elif width == 2:
         head = "n = p + 2 + (b[p] | b[p + 1] << 8)"
     else:
         head = f"n = p + {width} + _fb(b[p:p + {width}], 'little')"
-    value = expr("{v}")
-    convert = () if value == "{v}" else ("{v} = " + value,)
+    values = (expr("{v}") for expr in exprs)
+    convert = tuple("{v} = " + value for value in values if value != "{v}")
     return Var((head, f"{{v}} = b[p + {width}:n]", *convert, "p = n"))
 
 
@@ -309,21 +309,19 @@ def _spec_blob(col: Column, ctx: _Ctx) -> Var:
     return _prefixed(col.length, lambda x: _text_expr(col, ctx, x))
 
 
-def _compressed(width: int, col: Column, ctx: _Ctx) -> Var:
-    """A COMPRESSED column's value: uncompressed into ``{v}``, then read as text (its
-    expression may read the name twice)."""
-    fn = ctx.const(uncompressed, "unz")
-    text = _text_expr(col, ctx, "{v}")
-    lines = _prefixed(width, lambda x: f"{fn}({x})").lines
-    return Var(lines if text == "{v}" else (*lines[:-1], "{v} = " + text, lines[-1]))
+def _compressed(width: int, longest: int, col: Column, ctx: _Ctx) -> Var:
+    """A COMPRESSED column's value of at most ``longest`` bytes: uncompressed, then read as
+    text (in two steps: a text expression may read its name twice)."""
+    fn = ctx.const(partial(uncompressed, longest=longest), "unz")
+    return _prefixed(width, lambda x: f"{fn}({x})", lambda x: _text_expr(col, ctx, x))
 
 
 def _spec_varchar_compressed(col: Column, ctx: _Ctx) -> Var:
-    return _compressed(1 if col.length < 256 else 2, col, ctx)
+    return _compressed(1 if col.length < 256 else 2, col.length, col, ctx)
 
 
 def _spec_blob_compressed(col: Column, ctx: _Ctx) -> Var:
-    return _compressed(col.length, col, ctx)
+    return _compressed(col.length, (1 << 8 * col.length) - 1, col, ctx)
 
 
 def _spec_bytes_prefixed(col: Column, ctx: _Ctx) -> Var:

@@ -59,23 +59,27 @@ def inet6_text(raw: bytes) -> str:
     return ":".join(parts)
 
 
-def uncompressed(stored: bytes) -> bytes:
+def uncompressed(stored: bytes, longest: int | None = None) -> bytes:
     """A COMPRESSED column's value as the server stores (and logs) it, uncompressed: empty
-    for an empty value; else a header byte, then (bit 0x80 clear) the value as it is, or
-    (bit 0x80 set: zlib, the only method) the value's length in the header's low 3 bits
-    of bytes, big-endian, and its deflate stream (raw when bit 0x08 is set, the server's
-    default ``column_compression_zlib_wrap = OFF``; zlib-wrapped otherwise)."""
+    for an empty value; else a header byte whose high nibble is the method: 0, the value
+    as it is follows; 8, zlib (the only one): the value's length in the header's low 3 bits
+    of bytes, big-endian, then its deflate stream (raw when bit 0x08 is set, the server's
+    default ``column_compression_zlib_wrap = OFF``; zlib-wrapped otherwise).  ``longest``:
+    the column's most bytes, which a length past is corrupt (as the server says too)."""
     if not stored:
         return b""
     head = stored[0]
-    if not head & 0x80:
+    method = head >> 4
+    if method == 0:
         return bytes(stored[1:])
-    if head & 0x70:
+    if method != 8:
         raise ValueError(f"compressed value with an unknown method (header 0x{head:02x})")
     width = head & 0x07
     if not 1 <= width <= 4 or len(stored) < 1 + width:
         raise ValueError(f"compressed value with a bad header 0x{head:02x}")
     length = int.from_bytes(stored[1:1 + width], "big")
+    if longest is not None and length > longest:
+        raise ValueError(f"compressed value of {length} bytes in a column of {longest}")
     inflate = zlib.decompressobj(-zlib.MAX_WBITS if head & 0x08 else zlib.MAX_WBITS)
     value = inflate.decompress(bytes(stored[1 + width:]), length + 1)
     if len(value) != length or not inflate.eof:

@@ -30,9 +30,12 @@ from binrelay.apply.sql import (
 from binrelay.apply.statement_sql import context_statements, runs_as_logged
 from binrelay.binlog import constants as c
 from binrelay.binlog.events import (
+    DeleteFileEvent,
+    ExecuteLoadQueryEvent,
     FormatDescription,
     FormatDescriptionEvent,
     IntvarEvent,
+    LoadBlockEvent,
     MariadbGtidEvent,
     MysqlGtidEvent,
     QueryEvent,
@@ -64,12 +67,20 @@ _DML_WORDS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD", "SELECT
 #: Events a statement-by-statement replay has no way to apply: the files of a statement-format
 #: LOAD DATA live only in the upstream's binlog events, and an INCIDENT says events are lost.
 _CANNOT_REPLAY = {
-    c.BEGIN_LOAD_QUERY_EVENT: "a statement-format LOAD DATA (BEGIN_LOAD_QUERY event)",
-    c.APPEND_BLOCK_EVENT: "a statement-format LOAD DATA (APPEND_BLOCK event)",
-    c.EXECUTE_LOAD_QUERY_EVENT: "a statement-format LOAD DATA (EXECUTE_LOAD_QUERY event)",
-    c.DELETE_FILE_EVENT: "a statement-format LOAD DATA (DELETE_FILE event)",
     c.INCIDENT_EVENT: "an INCIDENT event (the upstream lost events here)",
 }
+
+#: What a replayed LOAD DATA says in place of its file-name part, by duplicate handling:
+#: the file is the one the relay log carries, sent from memory (``sqlclient``), so LOCAL.
+_LOAD_DUPLICATES = {0: b"", 1: b" IGNORE", 2: b" REPLACE"}
+
+
+def _load_statement(ev: ExecuteLoadQueryEvent, name: str) -> bytes:
+    """The LOAD DATA statement as a replica's applier runs it: its file-name part (from the
+    name to ``INTO``) replaced by the file the relay log carries."""
+    raw = ev.raw_query
+    return (raw[:ev.fn_start] + b" LOCAL INFILE '" + name.encode() + b"'"
+            + _LOAD_DUPLICATES[ev.dup_handling] + b" INTO" + raw[ev.fn_end:])
 
 
 #: Temporary tables do not end a transaction.
@@ -204,6 +215,14 @@ def _reader(path: Path, headers: Headers | None) -> FileReader:
     return reader
 
 
+def _no_load_file(file_id: int, position: tuple[int, ...]) -> UnfaithfulApplyError:
+    return UnfaithfulApplyError(
+        f"a statement-format LOAD DATA whose file (id {file_id}) does not start in its"
+        " transaction", position=position,
+        hint="the relay log is not as the upstream wrote it; check it with mariadb-binlog"
+             " and resynchronise the downstream past this position")
+
+
 def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], TableRules],
                     headers: Headers | None = None, *, pseudo_thread: bool = False,
                     committed_to: tuple[int, ...] | None = None,
@@ -241,6 +260,7 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
     intvars: list[IntvarEvent] = []
     rand: RandEvent | None = None
     user_vars: list[UserVarEvent] = []
+    files: dict[int, bytearray] = {}  # LOAD DATA files by id, as their blocks arrive
     with open(path, "rb") as f:
         for pos, raw in iter_events(f, segment.start, segment.stop,
                                     checksum_alg=fde.checksum_alg, path=str(path)):
@@ -256,6 +276,15 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                     rand = ev
                 elif isinstance(ev, UserVarEvent):
                     user_vars.append(ev)
+                elif isinstance(ev, LoadBlockEvent):
+                    if ev.begins:
+                        files[ev.file_id] = bytearray(ev.data)
+                    elif ev.file_id in files:
+                        files[ev.file_id] += ev.data
+                    else:
+                        raise _no_load_file(ev.file_id, (seq, file_no, pos))
+                elif isinstance(ev, DeleteFileEvent):
+                    files.pop(ev.file_id, None)  # the LOAD DATA failed upstream
                 elif ev.header.event_type in _CANNOT_REPLAY:
                     raise UnfaithfulApplyError(
                         f"{_CANNOT_REPLAY[ev.header.event_type]} in the relay log",
@@ -270,6 +299,15 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                     elif not is_transaction_control(prefix) and runs_as_logged(ev.status):
                         # (Not ``raw``: that is the event's, whose end a COMMIT's gives.)
                         query, text = ev.raw_query, ev.query
+                        load = None
+                        if isinstance(ev, ExecuteLoadQueryEvent):
+                            data = files.pop(ev.file_id, None)
+                            if data is None:
+                                raise _no_load_file(ev.file_id, (seq, file_no, pos))
+                            name = f"binrelay-load-{seq}-{file_no}-{pos}"
+                            query = _load_statement(ev, name)
+                            text = query.decode("utf-8", "surrogateescape")
+                            load = (name, bytes(data))
                         cut = start_transaction_clause(query)
                         if cut:
                             query, text = query[:-cut], text[:-cut]
@@ -295,7 +333,7 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                             suppress_use=bool(ev.header.flags & c.LOG_EVENT_SUPPRESS_USE_F))
                         actions.append(SessionStatement(
                             (seq, file_no, pos, 0), ev.schema, query, text, tuple(setup),
-                            after_ddl, tuple(v.name for v in user_vars), ev.error_code))
+                            after_ddl, tuple(v.name for v in user_vars), ev.error_code, load))
                     intvars, rand, user_vars = [], None, []
                     if ends_transaction(prefix):
                         yield pos + len(raw), gtid, actions

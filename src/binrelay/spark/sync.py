@@ -972,7 +972,7 @@ class SyncPipeline:
         last read), or a whole read; done before the next batch that writes rows."""
         # leaves_rules judges by the rules as read: with DDL still to be read, the names
         # it knows nothing of may be those DDL's (CREATE TABLE a ... AS ..., RENAME a TO b).
-        if keeps_rules(ddl, positional=self.positional) or (
+        if keeps_rules(ddl) or (
                 not self.rules_stale and leaves_rules(self.rules, ddl, schema)):
             return
         self.rules_stale = True
