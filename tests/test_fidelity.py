@@ -651,6 +651,39 @@ def test_a_statement_format_load_data(env: Env, spark, binlog_format: str) -> No
     assert loads <= kinds if binlog_format == "STATEMENT" else "Write_rows_v1" in kinds, kinds
 
 
+def test_a_load_data_that_meets_a_duplicate_only_downstream_stops(env: Env, spark) -> None:
+    """A plain LOAD DATA (neither IGNORE nor REPLACE) stops on a duplicate key as a replica
+    stops; LOCAL would make a warning of it and go on."""
+    data = env.tmp / "rows.csv"
+    data.write_text("1,a\n2,b\n")
+    env.run([SCHEMA, "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(5))"])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute("INSERT INTO app.t VALUES (2, 'drift')")
+    env.run([(1, "SET SESSION binlog_format = STATEMENT"),
+             (1, f"LOAD DATA INFILE '{data}' INTO TABLE app.t FIELDS TERMINATED BY ','")])
+    env.relay()
+    with pytest.raises(UnfaithfulApplyError, match="met error 1062 downstream"):
+        env.sync(spark)
+    assert env.downstream.execute("SELECT * FROM app.t") == ((2, "drift"),)
+
+
+def test_a_load_data_that_failed_part_way_upstream_stops_before_it_runs(env: Env,
+                                                                          spark) -> None:
+    """Into a non-transactional table a load that failed part way is logged with its error
+    for what it did; LOCAL cannot stop at the same row: the sync stops with one line."""
+    data = env.tmp / "rows.csv"
+    data.write_text("1,a\n1,dup\n2,b\n")
+    env.run([SCHEMA, "CREATE TABLE app.m (id INT PRIMARY KEY, v VARCHAR(5)) ENGINE=MyISAM",
+             (1, "SET SESSION binlog_format = STATEMENT")])
+    with pytest.raises(pymysql.err.IntegrityError):
+        env.run([(1, f"LOAD DATA INFILE '{data}' INTO TABLE app.m FIELDS TERMINATED BY ','")])
+    env.relay()
+    with pytest.raises(UnfaithfulApplyError, match="failed part way upstream"):
+        env.sync(spark)
+    assert env.downstream.execute("SELECT COUNT(*) FROM app.m") == ((0,),)
+
+
 def test_a_statement_format_load_data_replayed_after_crashes(
         mariadb_factory, tmp_path: Path, spark, monkeypatch) -> None:
     env = make_env(mariadb_factory, tmp_path, sync={"batch-bytes": 16 * 1024})

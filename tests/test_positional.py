@@ -95,3 +95,13 @@ def test_the_downstreams_own_columns_come_before_its_hidden_hashes() -> None:
     done = complete(TableMap(table_id=3, schema="app", table="h", columns=logged), rules)
     assert done.column_names == ("id", "small", "DB_ROW_HASH_1")
     assert rules.writable(TableRef("app", "h"), done.column_names) == (0, 1)
+
+
+def test_a_long_unique_key_only_downstream_leaves_the_logged_columns_in_place() -> None:
+    """The binlog logs no hash where the upstream has no long unique key: the logged
+    columns pair with the downstream's in order, its hash left over (after them)."""
+    info = TableColumns((*DOWNSTREAM.columns[:4], DownstreamColumn("DB_ROW_HASH_1", "bigint")),
+                        (0,), (0,), hashes=1)
+    rules = TableRules(positional=True, columns={TableRef("app", "t"): info})
+    done = complete(TableMap(table_id=11, schema="app", table="t", columns=COLUMNS), rules)
+    assert done.column_names == ("id", "small", "k", "name") and done.primary_key == (0,)

@@ -16,6 +16,7 @@ PyMySQL's own handler would send any file of this machine the server names.
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 import threading
 from collections.abc import Iterator
@@ -88,15 +89,22 @@ class _Result(pymysql.connections.MySQLResult):
     def _read_load_local_packet(self, first_packet: Any) -> None:
         conn = self.connection
         name = LoadLocalPacketWrapper(first_packet).filename
-        offered = getattr(conn, "_offered", None) or {}
+        offered = (getattr(conn, "_offered", None) or {}) if conn._local_infile else {}
         data = offered.get(name)
         try:
             if data is not None:
                 for start in range(0, len(data), _CHUNK):
                     conn.write_packet(data[start:start + _CHUNK])
-        finally:
-            conn.write_packet(b"")  # the end of the file (an empty one when not offered)
-            ok_packet = conn._read_packet()  # the server's error, if any, raises here
+        except BaseException:
+            # A lost connection (PyMySQL closed it) stays the error raised; on a live one
+            # the exchange is ended first.
+            if conn._sock is not None:
+                with contextlib.suppress(Exception):
+                    conn.write_packet(b"")
+                    conn._read_packet()
+            raise
+        conn.write_packet(b"")  # the end of the file (an empty one when not offered)
+        ok_packet = conn._read_packet()  # the server's error, if any, raises here
         if data is None:
             raise err.OperationalError(
                 CR.CR_UNKNOWN_ERROR,

@@ -131,11 +131,16 @@ def nameless(ref: TableRef) -> NamelessRowsError:
 
 def _completed(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
     downstream = info.columns
-    if info.hashes and len(downstream) > len(tm.columns) >= info.hashes:
+    key, prefixes = info.primary_key, info.primary_key_prefixes
+    logged = len(tm.columns)
+    if info.hashes and len(downstream) > logged >= info.hashes and all(
+            c.type == t.MYSQL_TYPE_LONGLONG for c in tm.columns[logged - info.hashes:]):
         # Columns the downstream has after the logged ones come before its long unique
         # keys' hidden hashes, which the server keeps last, and the binlog logs last.
-        split = len(downstream) - info.hashes
-        downstream = (*downstream[:len(tm.columns) - info.hashes], *downstream[split:])
+        mine = logged - info.hashes
+        downstream = (*downstream[:mine], *downstream[len(downstream) - info.hashes:])
+        if any(i >= mine for i in key):
+            key, prefixes = (), ()  # a key on columns not logged: the rows are keyless here
     if len(downstream) < len(tm.columns):
         raise UnfaithfulApplyError(
             f"the upstream logged {len(tm.columns)} columns without their names, the"
@@ -159,9 +164,7 @@ def _completed(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
         PRIMARY_KEY_WITH_PREFIX in tm.metadata_fields
     if keyed:
         key, prefixes = tm.primary_key, tm.primary_key_prefixes
-    elif all(i < len(tm.columns) for i in info.primary_key):
-        key, prefixes = info.primary_key, info.primary_key_prefixes
-    else:
+    elif any(i >= logged for i in key):
         key, prefixes = (), ()  # a key on columns not logged: the rows are keyless here
     return replace(tm, columns=tuple(columns), primary_key=key, primary_key_prefixes=prefixes,
                    has_names=True, decoders={})

@@ -180,6 +180,16 @@ class SkippedTriggers:
 
 
 @dataclass(frozen=True, slots=True)
+class Load:
+    """The file a replayed LOAD DATA LOCAL reads: the name its statement gives, its bytes,
+    and the warnings that mean the upstream's load (not LOCAL) stopped there."""
+
+    name: str
+    data: bytes | bytearray = field(repr=False)
+    stops: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class SessionStatement:
     """An upstream statement and the SET statements that give it the upstream's context."""
 
@@ -195,8 +205,8 @@ class SessionStatement:
     #: The error the statement ended with upstream, logged with it (0: none): a statement on
     #: a non-transactional table that failed part way is logged for what it did.
     expected_error: int = 0
-    #: A statement-format LOAD DATA's file: the name ``raw`` reads it by, and its bytes.
-    load: tuple[str, bytes] | None = field(default=None, repr=False)
+    #: A statement-format LOAD DATA's file.
+    load: Load | None = field(default=None, repr=False)
 
 
 Action = Change | SessionStatement
@@ -288,6 +298,27 @@ def _replica_side_disabled(conn: Any, event: TableRef, position: tuple[int, ...]
                         position=position) from None
 
 
+def _load_data(conn: Any, cur: Any, st: SessionStatement) -> None:
+    """A statement-format LOAD DATA, its file sent from the relay log's bytes; a warning a
+    load from a file on the server would have stopped on stops it here too (LOCAL makes
+    warnings of them)."""
+    assert st.load is not None
+    with conn.offering(st.load.name, st.load.data):
+        cur.execute(st.raw)
+    if not cur.warning_count or not st.load.stops:
+        return
+    cur.execute("SHOW WARNINGS")
+    stopped = [(code, message) for _level, code, message in cur.fetchall()
+               if int(code) in st.load.stops]
+    if stopped:
+        code, message = stopped[0]
+        raise UnfaithfulApplyError(
+            f"statement-format LOAD DATA {snippet(st.text, 60)!r} met error {code} downstream"
+            f" ({message}), where the upstream's load did not", position=st.position,
+            hint="the downstream's rows differ from the upstream's; resynchronise this"
+                 " table from the upstream")
+
+
 def _statement(conn: Any, st: SessionStatement) -> None:
     """Run ``st`` in its context; as a replica's SQL thread, it must end as it did upstream:
     with no error, or with the error the upstream logged (it did the same part here)."""
@@ -296,9 +327,10 @@ def _statement(conn: Any, st: SessionStatement) -> None:
             for sql in st.setup:
                 cur.execute(sql)
             try:
-                with conn.offering(*st.load) if st.load is not None \
-                        else contextlib.nullcontext():
+                if st.load is None:
                     cur.execute(st.raw)
+                else:
+                    _load_data(conn, cur, st)
             except pymysql.MySQLError as exc:
                 if not st.expected_error or errno_of(exc) != st.expected_error:
                     raise

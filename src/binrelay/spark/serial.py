@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import Change
 from binrelay.apply.positional import complete
-from binrelay.apply.replay import Action, SessionStatement
+from binrelay.apply.replay import Action, Load, SessionStatement
 from binrelay.apply.sql import (
     replica_side_event,
     snippet,
@@ -44,6 +44,7 @@ from binrelay.binlog.events import (
     XidEvent,
 )
 from binrelay.binlog.framing import iter_events
+from binrelay.binlog.statement import MARIADB_SQL_MODES
 from binrelay.binlog.txn import (
     ends_transaction,
     is_savepoint_statement,
@@ -75,12 +76,40 @@ _CANNOT_REPLAY = {
 _LOAD_DUPLICATES = {0: b"", 1: b" IGNORE", 2: b" REPLACE"}
 
 
-def _load_statement(ev: ExecuteLoadQueryEvent, name: str) -> bytes:
-    """The LOAD DATA statement as a replica's applier runs it: its file-name part (from the
-    name to ``INTO``) replaced by the file the relay log carries."""
+#: What a LOAD DATA LOCAL makes warnings of where the upstream's (a file on the server)
+#: stopped: a duplicate key, unless the statement said IGNORE or REPLACE, and, in a strict
+#: sql_mode, a value that does not convert.
+_DUPLICATE = frozenset({1062})
+_CONVERSION = frozenset({1262, 1263, 1264, 1265, 1292, 1366, 1406})
+# (The same bits on MariaDB and MySQL.)
+_STRICT_MODES = sum(1 << MARIADB_SQL_MODES.index(m)
+                    for m in ("STRICT_TRANS_TABLES", "STRICT_ALL_TABLES"))
+
+
+def _load(ev: ExecuteLoadQueryEvent, files: dict[int, bytearray], position: tuple[int, ...]
+          ) -> tuple[bytes, Load]:
+    """The LOAD DATA statement as a replica's applier runs it, its file-name part (from the
+    name to ``INTO``) replaced by the file the relay log carries, and that file (held once:
+    a load's file may be large)."""
+    if ev.error_code:
+        # Part of it done upstream (a non-transactional table): LOCAL cannot stop where the
+        # upstream stopped.
+        raise UnfaithfulApplyError(
+            f"a statement-format LOAD DATA that failed part way upstream (error"
+            f" {ev.error_code})", position=position,
+            hint="resynchronise the table it loads from the upstream past this position")
+    data = files.pop(ev.file_id, None)
+    if data is None:
+        raise _no_load_file(ev.file_id, position)
+    name = f"binrelay-load-{'-'.join(map(str, position))}"
     raw = ev.raw_query
-    return (raw[:ev.fn_start] + b" LOCAL INFILE '" + name.encode() + b"'"
-            + _LOAD_DUPLICATES[ev.dup_handling] + b" INTO" + raw[ev.fn_end:])
+    statement = (raw[:ev.fn_start] + b" LOCAL INFILE '" + name.encode() + b"'"
+                 + _LOAD_DUPLICATES[ev.dup_handling] + b" INTO" + raw[ev.fn_end:])
+    stops = frozenset()
+    if ev.dup_handling == 0:
+        strict = (ev.status.sql_mode or 0) & _STRICT_MODES
+        stops = _DUPLICATE | (_CONVERSION if strict else frozenset())
+    return statement, Load(name, data, stops)
 
 
 #: Temporary tables do not end a transaction.
@@ -301,13 +330,8 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                         query, text = ev.raw_query, ev.query
                         load = None
                         if isinstance(ev, ExecuteLoadQueryEvent):
-                            data = files.pop(ev.file_id, None)
-                            if data is None:
-                                raise _no_load_file(ev.file_id, (seq, file_no, pos))
-                            name = f"binrelay-load-{seq}-{file_no}-{pos}"
-                            query = _load_statement(ev, name)
+                            query, load = _load(ev, files, (seq, file_no, pos))
                             text = query.decode("utf-8", "surrogateescape")
-                            load = (name, bytes(data))
                         cut = start_transaction_clause(query)
                         if cut:
                             query, text = query[:-cut], text[:-cut]
