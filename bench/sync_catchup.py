@@ -769,8 +769,8 @@ settings. Verdicts:
 Workload: sysbench `oltp_write_only` on {TABLES} tables × {args.table_size:,} rows
 {prepared}; then {THREADS} threads, {work.seconds:.0f} s of runs, {work.transactions:,}
 transactions, up to `{end[0]}:{end[1]}`: {after_bytes:,} bytes
-({after_bytes / MIB:.1f} MiB) of binlog after the starting point (ROW, FULL row image and
-metadata, CRC32). `mariadb-binlog -v` lists **{rows:,} row changes** there
+({after_bytes / MIB:.1f} MiB) of binlog after the starting point (ROW, FULL row image,
+{args.row_metadata} row metadata, CRC32). `mariadb-binlog -v` lists **{rows:,} row changes** there
 ({counts.inserts:,} inserts, {counts.updates:,} updates, {counts.deletes:,} deletes) in
 {counts.transactions:,} transactions (GTID events); sysbench's count × {ROWS_PER_TXN} =
 {work.row_changes:,}.

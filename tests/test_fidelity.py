@@ -668,6 +668,23 @@ def test_a_load_data_that_meets_a_duplicate_only_downstream_stops(env: Env, spar
     assert env.downstream.execute("SELECT * FROM app.t") == ((2, "drift"),)
 
 
+def test_a_strict_load_data_that_does_not_convert_downstream_stops(env: Env, spark) -> None:
+    """Under STRICT_ALL_TABLES a value the downstream's (narrower) column cannot hold stops
+    the upstream's kind of load; LOCAL would cut it with a warning."""
+    data = env.tmp / "rows.csv"
+    data.write_text("1,abcdef\n")
+    env.run([SCHEMA, "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(10))"])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute("ALTER TABLE app.t MODIFY v VARCHAR(3)")
+    env.run([(1, "SET SESSION binlog_format = STATEMENT, sql_mode = 'STRICT_ALL_TABLES'"),
+             (1, f"LOAD DATA INFILE '{data}' INTO TABLE app.t FIELDS TERMINATED BY ','")])
+    env.relay()
+    with pytest.raises(UnfaithfulApplyError, match="met error 1265 downstream"):
+        env.sync(spark)
+    assert env.downstream.execute("SELECT COUNT(*) FROM app.t") == ((0,),)
+
+
 def test_a_load_data_that_failed_part_way_upstream_stops_before_it_runs(env: Env,
                                                                           spark) -> None:
     """Into a non-transactional table a load that failed part way is logged with its error

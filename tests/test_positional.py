@@ -88,7 +88,7 @@ def test_the_downstreams_own_columns_come_before_its_hidden_hashes() -> None:
     downstream has: the logged hash pairs with the downstream's hash, not that column."""
     logged = (*COLUMNS[:2], Column(2, t.MYSQL_TYPE_LONGLONG, t.MYSQL_TYPE_LONGLONG, 0, True))
     info = TableColumns((DownstreamColumn("id", "int"), DownstreamColumn("small", "tinyint"),
-                         DownstreamColumn("extra", "bigint"),
+                         DownstreamColumn("extra", "varchar"),
                          DownstreamColumn("DB_ROW_HASH_1", "bigint")), (0,), (0,), hashes=1)
     rules = TableRules(positional=True, columns={TableRef("app", "h"): info},
                        hashes={TableRef("app", "h"): 1})
@@ -105,3 +105,16 @@ def test_a_long_unique_key_only_downstream_leaves_the_logged_columns_in_place() 
     rules = TableRules(positional=True, columns={TableRef("app", "t"): info})
     done = complete(TableMap(table_id=11, schema="app", table="t", columns=COLUMNS), rules)
     assert done.column_names == ("id", "small", "k", "name") and done.primary_key == (0,)
+
+
+def test_bigint_columns_that_may_be_hashes_or_columns_are_refused() -> None:
+    """The downstream has a column more and a long unique key; the binlog's last column is
+    a BIGINT: the upstream's hash, or a column of its own where it has no such key.  Either
+    reading fits the types: the sync stops rather than drop the value of one."""
+    logged = (*COLUMNS[:2], Column(2, t.MYSQL_TYPE_LONGLONG, t.MYSQL_TYPE_LONGLONG, 0, True))
+    info = TableColumns((DownstreamColumn("id", "int"), DownstreamColumn("small", "tinyint"),
+                         DownstreamColumn("big", "bigint"),
+                         DownstreamColumn("DB_ROW_HASH_1", "bigint")), (0,), (0,), hashes=1)
+    rules = TableRules(positional=True, columns={TableRef("app", "b"): info})
+    with pytest.raises(UnfaithfulApplyError, match="may be the upstream's long unique keys"):
+        complete(TableMap(table_id=12, schema="app", table="b", columns=logged), rules)

@@ -138,6 +138,14 @@ def _completed(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
         # Columns the downstream has after the logged ones come before its long unique
         # keys' hidden hashes, which the server keeps last, and the binlog logs last.
         mine = logged - info.hashes
+        if all(c.data_type == "bigint" for c in downstream[mine:logged]):
+            # Or the upstream has no such key, and its last columns are BIGINTs in place.
+            raise UnfaithfulApplyError(
+                "rows logged without column names end in BIGINT columns that may be the"
+                " upstream's long unique keys' hidden hashes or its own columns: the"
+                " downstream's table has more columns and such keys", table=str(ref),
+                hint="give the downstream's table the upstream's columns, or set"
+                     " binlog_row_metadata = FULL on the upstream")
         downstream = (*downstream[:mine], *downstream[len(downstream) - info.hashes:])
         if any(i >= mine for i in key):
             key, prefixes = (), ()  # a key on columns not logged: the rows are keyless here
@@ -152,9 +160,9 @@ def _completed(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
     for col, ds in zip(tm.columns, downstream, strict=False):
         allowed = _TYPES.get(col.type)
         if allowed is not None and ds.data_type not in allowed:
-            logged = _SQL_NAMES.get(col.type, col.type_name)
             raise UnfaithfulApplyError(
-                f"column {col.index + 1} is {logged} in the binlog, the downstream's"
+                f"column {col.index + 1} is {_SQL_NAMES.get(col.type, col.type_name)} in"
+                " the binlog, the downstream's"
                 f" column {ds.name!r} in that place is {ds.data_type.upper()}: rows logged"
                 " without column names are applied by position", table=str(ref),
                 hint="give the downstream's table the upstream's columns, in its order, or"

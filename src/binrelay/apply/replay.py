@@ -298,18 +298,31 @@ def _replica_side_disabled(conn: Any, event: TableRef, position: tuple[int, ...]
                         position=position) from None
 
 
+#: The most warnings a session keeps (max_error_count's ceiling).
+_MAX_WARNINGS = 65535
+#: A downstream that refuses LOAD DATA LOCAL (MariaDB, MySQL 8.0, MariaDB 11).
+_LOCAL_REFUSED = frozenset({1148, 3948, 4166})
+
+
 def _load_data(conn: Any, cur: Any, st: SessionStatement) -> None:
     """A statement-format LOAD DATA, its file sent from the relay log's bytes; a warning a
     load from a file on the server would have stopped on stops it here too (LOCAL makes
     warnings of them)."""
     assert st.load is not None
+    if st.load.stops:
+        # Every warning listed, to find those among them (64 by default).
+        cur.execute(f"SET SESSION max_error_count = {_MAX_WARNINGS}")
     with conn.offering(st.load.name, st.load.data):
         cur.execute(st.raw)
-    if not cur.warning_count or not st.load.stops:
+    warnings = cur.warning_count
+    if not warnings or not st.load.stops:
         return
     cur.execute("SHOW WARNINGS")
-    stopped = [(code, message) for _level, code, message in cur.fetchall()
+    listed = cur.fetchall()
+    stopped = [(int(code), message) for _level, code, message in listed
                if int(code) in st.load.stops]
+    if not stopped and len(listed) < warnings:
+        stopped = [(0, f"{warnings} warnings, more than could be read")]
     if stopped:
         code, message = stopped[0]
         raise UnfaithfulApplyError(
@@ -343,9 +356,14 @@ def _statement(conn: Any, st: SessionStatement) -> None:
                         hint="the downstream's rows differ from the upstream's; resynchronise"
                              " this table from the upstream")
         except pymysql.MySQLError as exc:
+            code = errno_of(exc)
             raise map_error(exc, f"replaying statement {snippet(st.text)!r}",
                             position=st.position,
-                            hint=_LOST_TEMPORARY if errno_of(exc) == 1146 else None) from None
+                            hint=_LOST_TEMPORARY if code == 1146 else
+                            "SET GLOBAL local_infile = ON downstream: a statement-format LOAD"
+                            " DATA is replayed as LOAD DATA LOCAL of the file the relay log"
+                            " carries" if st.load is not None and code in _LOCAL_REFUSED
+                            else None) from None
         finally:
             for sql in reset_statements(user_vars=st.user_vars,
                                         pseudo_thread=sets_pseudo_thread(st.setup)):

@@ -65,8 +65,8 @@ _DML_WORDS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD", "SELECT
                         "DO", "SET", "WITH", "VALUES", "TABLE", "HANDLER", "EXECUTE"})
 
 
-#: Events a statement-by-statement replay has no way to apply: the files of a statement-format
-#: LOAD DATA live only in the upstream's binlog events, and an INCIDENT says events are lost.
+#: Events a statement-by-statement replay has no way to apply: an INCIDENT says events are
+#: lost.
 _CANNOT_REPLAY = {
     c.INCIDENT_EVENT: "an INCIDENT event (the upstream lost events here)",
 }
@@ -77,13 +77,15 @@ _LOAD_DUPLICATES = {0: b"", 1: b" IGNORE", 2: b" REPLACE"}
 
 
 #: What a LOAD DATA LOCAL makes warnings of where the upstream's (a file on the server)
-#: stopped: a duplicate key, unless the statement said IGNORE or REPLACE, and, in a strict
-#: sql_mode, a value that does not convert.
+#: stopped, unless the statement said IGNORE: a key another row has (unless it said
+#: REPLACE), a missing parent row, a failed CHECK; under STRICT_ALL_TABLES, a value that
+#: does not convert or a row short of a column without default (under STRICT_TRANS_TABLES
+#: alone a non-transactional table warns of them too, and loads on; a transactional one's
+#: load failed, and was not logged).
 _DUPLICATE = frozenset({1062})
-_CONVERSION = frozenset({1262, 1263, 1264, 1265, 1292, 1366, 1406})
-# (The same bits on MariaDB and MySQL.)
-_STRICT_MODES = sum(1 << MARIADB_SQL_MODES.index(m)
-                    for m in ("STRICT_TRANS_TABLES", "STRICT_ALL_TABLES"))
+_REFUSED = frozenset({1452, 4025})
+_CONVERSION = frozenset({1261, 1262, 1263, 1264, 1265, 1292, 1364, 1366, 1406})
+_STRICT_ALL = 1 << MARIADB_SQL_MODES.index("STRICT_ALL_TABLES")  # (MySQL's bit too)
 
 
 def _load(ev: ExecuteLoadQueryEvent, files: dict[int, bytearray], position: tuple[int, ...]
@@ -95,8 +97,8 @@ def _load(ev: ExecuteLoadQueryEvent, files: dict[int, bytearray], position: tupl
         # Part of it done upstream (a non-transactional table): LOCAL cannot stop where the
         # upstream stopped.
         raise UnfaithfulApplyError(
-            f"a statement-format LOAD DATA that failed part way upstream (error"
-            f" {ev.error_code})", position=position,
+            f"statement-format LOAD DATA {snippet(ev.query, 60)!r} failed part way upstream"
+            f" (error {ev.error_code})", position=position,
             hint="resynchronise the table it loads from the upstream past this position")
     data = files.pop(ev.file_id, None)
     if data is None:
@@ -105,10 +107,10 @@ def _load(ev: ExecuteLoadQueryEvent, files: dict[int, bytearray], position: tupl
     raw = ev.raw_query
     statement = (raw[:ev.fn_start] + b" LOCAL INFILE '" + name.encode() + b"'"
                  + _LOAD_DUPLICATES[ev.dup_handling] + b" INTO" + raw[ev.fn_end:])
-    stops = frozenset()
-    if ev.dup_handling == 0:
-        strict = (ev.status.sql_mode or 0) & _STRICT_MODES
-        stops = _DUPLICATE | (_CONVERSION if strict else frozenset())
+    stops: frozenset[int] = frozenset()
+    if ev.dup_handling != 1:
+        stops = _REFUSED | (_DUPLICATE if ev.dup_handling == 0 else frozenset()) | (
+            _CONVERSION if (ev.status.sql_mode or 0) & _STRICT_ALL else frozenset())
     return statement, Load(name, data, stops)
 
 

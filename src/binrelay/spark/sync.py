@@ -429,7 +429,8 @@ class SyncPipeline:
                 if self.positional:
                     raise
                 # Met in a Spark task or a batch the driver applies with its checkpoint:
-                # nothing of the batch is committed, which is applied again.
+                # the run goes on from the checkpoint (the batch in flight applied again,
+                # as after a crash), its rows read by the downstream's columns.
                 self._turn_positional()
             except Exception as exc:
                 lost = downstream_lost(exc)
