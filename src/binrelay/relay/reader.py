@@ -115,11 +115,13 @@ class RelayReader:
         """Sleep until the relay may have written more; False when told to stop."""
         if self.should_stop():
             return False
+        fresh = self._waiter is None
         if self._waiter is None:
             self._waiter = ChangeWaiter(self.relay_dir, use_inotify=self.use_inotify)
         for d in dirs:
-            self._waiter.watch(d)
-        self._waiter.wait(self.wait_timeout)
+            fresh = self._waiter.watch(d) or fresh
+        if not fresh:  # (a watch just started: the caller looks again first)
+            self._waiter.wait(self.wait_timeout)
         return not self.should_stop()
 
     def events(self) -> Iterator[RelayEvent]:

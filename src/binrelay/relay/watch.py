@@ -39,18 +39,21 @@ class ChangeWaiter:
         self._stamps: dict[Path, int] = {}
         self.watch(relay_dir)
 
-    def watch(self, directory: Path) -> None:
-        """Wake up on relay.meta / server-uuid.index being replaced in ``directory``."""
+    def watch(self, directory: Path) -> bool:
+        """Wake up on relay.meta / server-uuid.index being replaced in ``directory``.  True
+        when the watch starts now: a change made before it wakes nobody, so the caller reads
+        the state again before it waits (the race a reader that read, then watched, lost)."""
         if directory in self._watched or directory in self._stamps:
-            return
+            return False
         if self._inotify is not None:
             mask = _flags.MOVED_TO | _flags.CLOSE_WRITE | _flags.CREATE | _flags.DELETE_SELF
             try:
                 self._watched[directory] = self._inotify.add_watch(str(directory), mask)
-                return
+                return True
             except OSError:
                 pass
         self._stamps[directory] = self._stamp(directory)
+        return True
 
     def unwatch(self, directory: Path) -> None:
         wd = self._watched.pop(directory, None)

@@ -766,9 +766,10 @@ class SyncPipeline:
         if self._unregistered is not None and \
                 time.monotonic() - self._registered_at >= _REGISTER_EVERY:
             self._register(self._unregistered)
+        fresh = waiter is None
         waiter = waiter or ChangeWaiter(self.relay_dir)
-        waiter.watch(self.relay_dir / str(end.subdir))
-        waiter.wait(1.0)
+        if not waiter.watch(self.relay_dir / str(end.subdir)) and not fresh:
+            waiter.wait(1.0)  # (a watch just started: the run looks at the relay again first)
         return waiter
 
     def _batch(self, start: Position, end: Position, batch_id: int, gtid: str, *,
