@@ -77,11 +77,27 @@ def assert_ddl_workload_converged(upstream, downstream) -> None:
 
 @pytest.fixture
 def pipeline_env(mariadb_factory, tmp_path: Path):
-    upstream = mariadb_factory(server_id=1, max_binlog_size=512 * 1024)
+    return make_pipeline_env(mariadb_factory, tmp_path)
+
+
+def make_pipeline_env(mariadb_factory, tmp_path: Path, *upstream_args: str):
+    upstream = mariadb_factory(server_id=1, max_binlog_size=512 * 1024,
+                               extra_args=list(upstream_args))
     downstream = mariadb_factory(server_id=2)
     relay_dir = tmp_path / "relay"
     config_path = pipeline_config(tmp_path / "binrelay.toml", upstream, relay_dir, downstream)
     return upstream, downstream, relay_dir, config_path
+
+
+def relay_ddl_workload(pipeline_env, tmp_path: Path) -> None:
+    """``_ddl_workload`` run upstream while a relay follows it to the end."""
+    upstream, _downstream, relay_dir, config_path = pipeline_env
+    relay = RelayProcess(config_path, tmp_path / "relay.log")
+    try:
+        _ddl_workload(upstream)
+        wait_caught_up(relay_dir, upstream, process=relay)
+    finally:
+        assert relay.stop() == 0
 
 
 def pipeline_config(path: Path, upstream, relay_dir: Path, downstream, **sync) -> Path:
@@ -95,13 +111,8 @@ def pipeline_config(path: Path, upstream, relay_dir: Path, downstream, **sync) -
 
 def test_sysbench_with_ddl_converges(spark, pipeline_env, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    upstream, downstream, relay_dir, config_path = pipeline_env
-    relay = RelayProcess(config_path, tmp_path / "relay.log")
-    try:
-        _ddl_workload(upstream)
-        wait_caught_up(relay_dir, upstream, process=relay)
-    finally:
-        assert relay.stop() == 0
+    upstream, downstream, _relay_dir, config_path = pipeline_env
+    relay_ddl_workload(pipeline_env, tmp_path)
     config = load_config(config_path)
     # Batches of rows that Spark applies have the next one planned meanwhile, in the
     # planner's thread; every start is planned once.
@@ -128,17 +139,9 @@ def test_sysbench_with_ddl_converges_by_position(spark, mariadb_factory,
     """The same workload from an upstream at MariaDB's default binlog_row_metadata (NO_LOG:
     no column names, signedness or key logged): its rows are applied by position, read
     stages started ahead of a DDL that changed a table's columns not used."""
-    upstream = mariadb_factory(server_id=1, max_binlog_size=512 * 1024,
-                               extra_args=["--binlog-row-metadata=NO_LOG"])
-    downstream = mariadb_factory(server_id=2)
-    relay_dir = tmp_path / "relay"
-    config_path = pipeline_config(tmp_path / "binrelay.toml", upstream, relay_dir, downstream)
-    relay = RelayProcess(config_path, tmp_path / "relay.log")
-    try:
-        _ddl_workload(upstream)
-        wait_caught_up(relay_dir, upstream, process=relay)
-    finally:
-        assert relay.stop() == 0
+    env = make_pipeline_env(mariadb_factory, tmp_path, "--binlog-row-metadata=NO_LOG")
+    upstream, downstream, _relay_dir, config_path = env
+    relay_ddl_workload(env, tmp_path)
     pipeline = SyncPipeline(load_config(config_path), spark=spark)
     stats = pipeline.run(until_caught_up=True)
     assert pipeline.positional and stats.ddl >= 8
