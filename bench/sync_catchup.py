@@ -690,14 +690,18 @@ def report(args: argparse.Namespace, facts: dict[str, str], work: Workload,
            f"{' --from-prepare' if args.from_prepare else ''}"
            f"{' --warm' if args.warm else ''}{' --physical' if args.physical else ''}"
            f"{f' --table-size {args.table_size}' if args.table_size != TABLE_SIZE else ''}"
-           f"{f' --row-metadata {args.row_metadata}' if args.row_metadata != 'FULL' else ''}")
+           f"{f' --row-metadata {args.row_metadata}' if args.row_metadata != 'FULL' else ''}"
+           f"{' --unique-key' if args.unique_key else ''}")
     prepared = (f"prepared **after** the starting point `{start[0]}:{start[1]}` (the range"
                 f" holds CREATE DATABASE/TABLE, the bulk inserts and CREATE INDEX; the"
                 f" downstreams start empty)" if args.from_prepare else
                 f"prepared before the starting point `{start[0]}:{start[1]}`") + (
                 f"; the upstream logs binlog_row_metadata = {args.row_metadata} (no column"
                 f" names: the sync applies rows by position)"
-                if args.row_metadata != "FULL" else "")
+                if args.row_metadata != "FULL" else "") + (
+                "; each table has a second unique key, `UNIQUE (pad)` (added after the"
+                " prepare, in range: the sync writes each table's rows by INSERT after their"
+                " keys' deletes, one task per table)" if args.unique_key else "")
     table_rows: list[list[object]] = []
     for label in labels:
         mine = [r for r in runs if r.label == label]
@@ -753,8 +757,9 @@ def report(args: argparse.Namespace, facts: dict[str, str], work: Workload,
     loaded = ("empty (the range creates the tables)" if args.from_prepare else
               "loaded with `mariadb-dump --single-transaction --databases sbtest` taken at the"
               " starting point")
-    rows_by = "" if args.row_metadata == "FULL" else (
-        f", upstream at binlog_row_metadata = {args.row_metadata} (rows applied by position)")
+    rows_by = ("" if args.row_metadata == "FULL" else (
+        f", upstream at binlog_row_metadata = {args.row_metadata} (rows applied by position)"))\
+        + (", tables with a second unique key" if args.unique_key else "")
     return f"""\
 ## Sync catch-up: `binrelay sync --until-caught-up` vs. a native MariaDB replica{rows_by}
 
@@ -847,6 +852,9 @@ def main(argv: list[str] | None = None) -> int:
                         default="FULL",
                         help="the upstream's binlog_row_metadata (default FULL; NO_LOG is"
                              " MariaDB's own default: the sync applies rows by position)")
+    parser.add_argument("--unique-key", action="store_true",
+                        help="give each table a second unique key, UNIQUE (pad), after the"
+                             " prepare (the sync then writes a table's rows from one task)")
     parser.add_argument("--no-report", action="store_true",
                         help="print the section but leave BENCHMARKS.md alone")
     parser.add_argument("--no-idle-wait", action="store_true",
@@ -871,6 +879,11 @@ def main(argv: list[str] | None = None) -> int:
             start = settled_master_status(upstream)
         log(f"sysbench prepare: {TABLES} tables x {args.table_size} rows")
         sysbench_prepare(upstream, tables=TABLES, table_size=args.table_size, threads=THREADS)
+        if args.unique_key:
+            # A user's table with a unique column besides its key (an e-mail address...);
+            # sysbench's pad values are random, unique in practice.
+            for i in range(1, TABLES + 1):
+                upstream.execute(f"ALTER TABLE sbtest.sbtest{i} ADD UNIQUE KEY u_pad (pad)")
         if not args.from_prepare:
             start = settled_master_status(upstream)
             dump = workdir / "sbtest-start.sql"
@@ -935,6 +948,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{SECTION}_warm" if args.warm else SECTION
             if args.row_metadata != "FULL":
                 name += f"_{args.row_metadata.lower()}"
+            if args.unique_key:
+                name += "_unique"
             update_section(name, body)
             log("BENCHMARKS.md updated")
     finally:

@@ -560,6 +560,54 @@ def test_unique_values_moving_between_rows(mariadb_factory, tmp_path: Path, spar
     converge(env, spark, UNIQUE_SWAPS)
 
 
+@pytest.mark.parametrize("downstream_key, rows", [
+    ("ADD UNIQUE (code)", ["INSERT INTO app.k VALUES (1, 'a', 7), (2, 'a', 7)"]),
+    # Taken from a row the batch does not touch: a REPLACE would delete that row.
+    ("ADD UNIQUE (code)", ["INSERT INTO app.k VALUES (1, 'a', 7)", None,
+                           "INSERT INTO app.k VALUES (2, 'a', 7)"]),
+    ("DROP PRIMARY KEY, ADD PRIMARY KEY (id)",
+     ["INSERT INTO app.k VALUES (1, 'a', 1), (1, 'b', 2)"]),
+], ids=["unique", "unique-against-an-older-row", "narrower-primary-key"])
+@pytest.mark.parametrize("path", ["spark", "driver"])
+def test_a_unique_key_only_the_downstream_has_stops_where_a_replica_stops(
+        mariadb_factory, tmp_path: Path, spark, downstream_key: str, rows: list[str | None],
+        path: str) -> None:
+    """Rows the upstream keeps apart and the downstream's own unique key does not: a
+    replica stops on them (1062); a REPLACE would delete one silently.  The survivors of a
+    table with a unique key the upstream's key is not part of are written by INSERT after
+    their keys' deletes, so the downstream's key stops the sync, nothing of the batch
+    kept."""
+    sync = {"tasks": 4} if path == "spark" else {"driver-batch-bytes": 1 << 30}
+    env = make_env(mariadb_factory, tmp_path, sync=sync)
+    env.run([SCHEMA, "CREATE TABLE app.k (id INT, r CHAR(1), code INT, PRIMARY KEY (id, r))"])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute("ALTER TABLE app.k " + downstream_key)
+    before = None
+    for i, step in enumerate(rows):
+        if step is None:
+            env.relay()
+            env.sync(spark)
+            before = env.downstream.execute("SELECT * FROM app.k")
+            continue
+        env.run([step] + (["UPDATE app.k SET code = code"] if i else []))
+    env.relay()
+    with pytest.raises(DownstreamRowError, match="Duplicate entry"):
+        env.sync(spark)
+    assert env.downstream.execute("SELECT * FROM app.k") == (before or ())
+
+
+def test_unique_keys_of_both_sides_keep_their_rows_under_every_apply_path(
+        mariadb_factory, tmp_path: Path, spark, monkeypatch) -> None:
+    """The unique-key swaps written by INSERT after deletes, by the driver and after
+    crashes (a task run again deletes and inserts its rows again)."""
+    env = make_env(mariadb_factory, tmp_path, sync={"tasks": 4, "partition-bytes": 65536})
+    env.run(UNIQUE_SWAPS)
+    env.relay()
+    assert sync_with_crashes(env, spark, monkeypatch) > 3
+    assert_converged(env)
+
+
 def test_rows_larger_than_the_downstreams_packet(mariadb_factory, tmp_path: Path,
                                                  spark) -> None:
     env = make_env(mariadb_factory, tmp_path, upstream_args=("--max-allowed-packet=64M",),
@@ -1314,6 +1362,87 @@ def test_rows_by_position_into_a_table_that_differs_stop_with_one_line(
         env.sync(spark)
     if not change.startswith("DROP"):
         assert env.downstream.scalar("SELECT COUNT(*) FROM app.t") == 0
+
+
+_COLUMNS_UPSTREAM = ("CREATE TABLE app.c (id INT PRIMARY KEY, i INT, d DECIMAL(10,4),"
+                     " v VARCHAR(20) CHARACTER SET utf8mb4, dt DATETIME(6),"
+                     " e ENUM('a','it''s'), b VARBINARY(8), tx TEXT CHARACTER SET latin1)")
+_COLUMNS_ROW = ("INSERT INTO app.c VALUES (1, -100000, 123456.1234, 'abcdefghij\u00e9',"
+                " '2024-01-02 03:04:05.123456', 'it''s', 0x0102, 'caf\u00e9')")
+
+
+_MISFITS = {
+    "int": ("MODIFY i TINYINT", "column 'i' is int in the binlog and tinyint(4) downstream"
+                                " (narrower)"),
+    "unsigned": ("MODIFY i INT UNSIGNED", "(UNSIGNED downstream: negative values do not fit)"),
+    "decimal": ("MODIFY d DECIMAL(10,2)",
+                "column 'd' is decimal(10,4) in the binlog and decimal(10,2)"),
+    "varchar": ("MODIFY v VARCHAR(5) CHARACTER SET utf8mb4",
+                "and varchar(5) downstream (narrower)"),
+    "charset": ("MODIFY v VARCHAR(20) CHARACTER SET latin1",
+                "(utf8mb4 upstream, latin1 downstream)"),
+    "fsp": ("MODIFY dt DATETIME", "and datetime downstream (fewer fractional digits)"),
+    "enum": ("MODIFY e ENUM('a','b')", "(no member \"it's\")"),
+    "binary": ("MODIFY b VARCHAR(8)", "(bytes upstream, text downstream)"),
+    "text": ("MODIFY tx TINYTEXT CHARACTER SET latin1", "and tinytext downstream (narrower)"),
+    "type": ("MODIFY i VARCHAR(20)", "column 'i' is int in the binlog and varchar(20)"),
+}
+#: Logged by position, a column's bytes are read as the downstream's type says (80 bytes
+#: are 80 latin1 characters, an INT is UNSIGNED), and an ENUM's index or a string's bytes go
+#: in as a replica stores them: no misfit then.  Another type is the replica's own check.
+_MISFITS_BY_POSITION = {
+    **{case: what for case, what in _MISFITS.items()
+       if case not in ("enum", "binary", "unsigned")},
+    "int": (_MISFITS["int"][0], "column 2 is INT in the binlog, the downstream's column 'i'"
+                                " in that place is TINYINT"),
+    "type": (_MISFITS["type"][0], "the downstream's column 'i' in that place is VARCHAR"),
+    "charset": (_MISFITS["charset"][0], "varchar of 80 bytes in the binlog and varchar(20)"
+                                        " downstream (narrower)"),
+    "text": (_MISFITS["text"][0], "column 'tx' is text in the binlog and tinytext downstream"),
+}
+
+
+@pytest.mark.parametrize("metadata, change, said", [
+    *[pytest.param("FULL", *what, id=case) for case, what in _MISFITS.items()],
+    *[pytest.param("NO_LOG", *what, id=f"by-position-{case}")
+      for case, what in _MISFITS_BY_POSITION.items()]])
+def test_a_downstream_column_that_cannot_hold_the_logged_values_stops_with_one_line(
+        mariadb_factory, tmp_path: Path, spark, metadata: str, change: str, said: str) -> None:
+    """A replica's SQL thread stops on a column of another type, or narrower (error 1677);
+    written by SQL under the applier's lenient sql_mode the values would be clipped,
+    rounded or cut with a warning, and the checkpoint say consistent.  The sync stops
+    before it writes a row of the table."""
+    env = make_env(mariadb_factory, tmp_path,
+                   upstream_args=(f"--binlog-row-metadata={metadata}",))
+    env.run([SCHEMA, _COLUMNS_UPSTREAM])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute("ALTER TABLE app.c " + change)
+    env.run([_COLUMNS_ROW, "UPDATE app.c SET id = 2"])
+    env.relay()
+    with pytest.raises(UnfaithfulApplyError, match=re.escape(said)):
+        env.sync(spark)
+    assert env.downstream.scalar("SELECT COUNT(*) FROM app.c") == 0
+
+
+def test_a_wider_downstream_column_takes_the_values_unchanged(mariadb_factory,
+                                                              tmp_path: Path, spark) -> None:
+    """What a replica takes with ``slave_type_conversions = ALL_NON_LOSSY``: a wider column
+    of the same kind holds every value as it was."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run([SCHEMA, _COLUMNS_UPSTREAM])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute(
+        "ALTER TABLE app.c MODIFY i BIGINT, MODIFY d DECIMAL(14,6), MODIFY v VARCHAR(30)"
+        " CHARACTER SET utf8mb4, MODIFY e ENUM('b','it''s','a'), MODIFY b VARBINARY(20),"
+        " MODIFY tx MEDIUMTEXT CHARACTER SET utf8mb4")
+    env.run([_COLUMNS_ROW, "INSERT INTO app.c (id, e) VALUES (2, 'a')",
+             "UPDATE app.c SET i = i - 1"])
+    env.relay()
+    env.sync(spark)
+    query = "SELECT id, i, d + 0, v, dt, e, b, tx FROM app.c ORDER BY id"
+    assert env.downstream.execute(query) == env.upstream.execute(query)
 
 
 def test_rows_by_position_keep_a_downstream_only_trailing_column(mariadb_factory,

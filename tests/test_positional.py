@@ -51,13 +51,19 @@ def test_what_the_upstream_logged_wins() -> None:
                                                collation=33) for c in COLUMNS)
     tm = TableMap(table_id=8, schema="app", table="t", columns=cols,
                   metadata_fields=(SIGNEDNESS,), primary_key=(1,), primary_key_prefixes=(0,))
-    done = complete(tm, RULES)
+    signed = TableColumns((DownstreamColumn("id", "int"), DownstreamColumn("small", "tinyint"),
+                           *DOWNSTREAM.columns[2:3],
+                           DownstreamColumn("name", "varchar", False, "utf8mb4")), (0,), (0,))
+    done = complete(tm, TableRules(positional=True, columns={TableRef("app", "t"): signed}))
     assert [c.unsigned for c in done.columns] == [False] * 4
     assert done.columns[3].charset == "utf8mb3"
     assert done.primary_key == (0,)  # a key is logged only with a key field: the downstream's
     keyed = TableMap(table_id=9, schema="app", table="t", columns=COLUMNS,
                      metadata_fields=(8,), primary_key=(1,), primary_key_prefixes=(0,))
     assert complete(keyed, RULES).primary_key == (1,)
+    # Logged signed, UNSIGNED downstream: a negative value would be clipped to 0.
+    with pytest.raises(UnfaithfulApplyError, match="UNSIGNED downstream"):
+        complete(tm, RULES)
 
 
 def test_a_sync_without_columns_reads_them_first() -> None:
@@ -73,6 +79,11 @@ def test_a_sync_without_columns_reads_them_first() -> None:
      " SMALLINT"),
     ((*DOWNSTREAM.columns[:3], DownstreamColumn("name", "text")),
      "column 4 is VARCHAR in the binlog, the downstream's column 'name' in that place is TEXT"),
+    # Of its type, but narrower: 40 bytes of latin1 (read as the downstream's set).
+    ((*DOWNSTREAM.columns[:3], DownstreamColumn("name", "varchar", False, "latin1",
+                                                "varchar(39)", char_length=39)),
+     r"column 'name' is varchar of 40 bytes in the binlog and varchar\(39\) downstream"
+     r" \(narrower\)"),
 ])
 def test_a_downstream_table_that_does_not_fit_is_refused(columns, said) -> None:
     rules = TableRules(positional=True,

@@ -152,11 +152,19 @@ def _keyed_statements(
     upserts: dict[tuple[TableRef, tuple[str, ...]], tuple[list[Any], list[Any]]] = {}
     loose_deletes: dict[tuple[TableRef, tuple[str, ...]], list[Delete]] = {}
     loose_upserts: dict[tuple[TableRef, tuple[str, ...]], list[Upsert]] = {}
+    inserts: dict[tuple[TableRef, tuple[str, ...]], tuple[list[Any], list[Any]]] = {}
     for op in ops:
         if type(op) is Survivors:
             if op.deleted:
                 _extend(deletes, (op.table, op.key_columns), op.deleted, op.deleted_at)
-            if op.rows:
+            if op.rows and op.by_insert:
+                # Every key of the table deleted first (its survivors are all here), then
+                # the rows inserted: a conflict is on a key the upstream does not have.
+                key = op.key
+                _extend(deletes, (op.table, op.key_columns),
+                        [tuple([row[i] for i in key]) for row in op.rows], op.rows_at)
+                _extend(inserts, (op.table, op.columns), op.rows, op.rows_at)
+            elif op.rows:
                 _extend(upserts, (op.table, op.columns), op.rows, op.rows_at)
         elif isinstance(op, Delete):
             loose_deletes.setdefault((op.table, op.key_columns), []).append(op)
@@ -179,8 +187,14 @@ def _keyed_statements(
         return replace_rows(table, cols, images, positions, max_rows=rows,
                             max_bytes=max_bytes)
 
-    # Any order is correct (docs/apply.md); deletes first only makes REPLACE conflicts rarer.
-    for build, groups in ((deleting, deletes), (replacing, upserts)):
+    def inserting(table: TableRef, cols: tuple[str, ...], images: Sequence[tuple[Any, ...]],
+                  positions: Sequence[tuple[int, ...]], rows: int) -> list[Statement]:
+        return replace_rows(table, cols, images, positions, max_rows=rows,
+                            max_bytes=max_bytes, verb="INSERT")
+
+    # Any order is correct for REPLACE (docs/apply.md), deletes first only make its
+    # conflicts rarer; the inserts must follow their deletes.
+    for build, groups in ((deleting, deletes), (replacing, upserts), (inserting, inserts)):
         for (table, cols), (values, positions) in sorted(groups.items(), key=lambda kv: kv[0]):
             start = 0
             for st in build(table, cols, values, positions, max_rows):

@@ -24,6 +24,10 @@ table, what a statement would do beyond its own row:
   NO_LOG or MINIMAL, or a server older than the setting) has its rows written by position,
   as a replica applies them: the names, signedness, character sets and primary key of each
   table's columns come from here (``positional``; see ``binrelay.apply.positional``).
+* **column types**: a value is written by SQL under a lenient sql_mode, where a column too
+  narrow for it would truncate it with a warning; a replica stops on such a column (error
+  1677).  Each logged column is checked against the downstream's (``columns``; see
+  ``binrelay.apply.column_fit``).
 * **triggers** would fire a second time (their effects are in the binlog already):
   binrelay does not replay trigger DDL and refuses to write to a downstream that has
   triggers on the tables it writes (see ``docs/apply.md``).
@@ -35,7 +39,9 @@ as :class:`TableRules`, a small picklable value.
 
 from __future__ import annotations
 
+import functools
 import re
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -73,6 +79,20 @@ class DownstreamColumn:
     #: Its character set's name (``utf8mb4``...; ``binary`` for the binary string types),
     #: None for the types that have none.
     charset: str | None = None
+    #: ``COLUMN_TYPE`` as the catalog spells it (``varchar(20)``, ``decimal(10,2)
+    #: unsigned``...): what an operator reads in an error.
+    column_type: str = ""
+    #: CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH, NUMERIC_PRECISION (bits of a BIT),
+    #: NUMERIC_SCALE, DATETIME_PRECISION; None where the catalog has none.
+    char_length: int | None = None
+    octet_length: int | None = None
+    precision: int | None = None
+    scale: int | None = None
+    fsp: int | None = None
+    #: An ENUM's or a SET's members, in order.
+    members: tuple[str, ...] | None = None
+    #: Computed by the server (a generated column, a period's row start or end).
+    generated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +105,8 @@ class TableColumns:
     primary_key_prefixes: tuple[int, ...] = ()
     #: How many of the last ``columns`` are long unique keys' hidden hashes.
     hashes: int = 0
+    #: Each unique key's columns (the primary key's among them), names lower-cased.
+    unique: tuple[frozenset[str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,9 +130,11 @@ class TableRules:
     #: Tables with long unique keys: how many (each a hidden ``DB_ROW_HASH_n`` column, logged
     #: last).
     hashes: dict[TableRef, int] = field(default_factory=dict)
-    #: Whether ``columns`` was read: the upstream logs rows without column names.
+    #: Whether rows logged without column names are written by ``columns`` (the sync met
+    #: such rows: the upstream logs them so).
     positional: bool = False
-    #: Every table's columns, when ``positional``.
+    #: Every table's columns: what a logged column is checked against
+    #: (``binrelay.apply.column_fit``), and how a nameless one is named.
     columns: dict[TableRef, TableColumns] = field(default_factory=dict)
 
     def columns_of(self, table: TableRef) -> TableColumns | None:
@@ -122,6 +146,27 @@ class TableRules:
             found = next((c for t, c in self.columns.items()
                           if (t.schema.casefold(), t.table.casefold()) == wanted), None)
         return found
+
+    def replace_unsafe(self, table: TableRef, key_columns: Iterable[str]) -> bool:
+        """Whether a REPLACE of the table's rows by ``key_columns`` (the upstream's key) may
+        delete another row than the one of its key: the downstream has a unique key that
+        does not hold every one of them (one the upstream may not have).  Such a table's
+        rows are written by INSERT after their keys' deletes, by one task, so that the
+        downstream's keys stop what they stop on a replica (``docs/apply.md``)."""
+        info = self.columns.get(table)
+        if info is None or not info.unique:
+            return False
+        need = {c.lower() for c in key_columns}
+        return bool(need) and any(not need <= k for k in info.unique)
+
+    @functools.cached_property
+    def routing(self) -> str:
+        """A digest of every table's unique keys: what decides which tables'
+        survivors one task writes (:meth:`replace_unsafe`), so a part of the keyed task
+        ids (``plan.keyed_task_id``)."""
+        keys = sorted((t.schema, t.table, sorted(sorted(k) for k in c.unique))
+                      for t, c in self.columns.items() if c.unique)
+        return f"{zlib.crc32(repr(keys).encode()):08x}"
 
     def group_of(self, table: TableRef) -> TableRef | None:
         return self.fk_group.get(table)
@@ -159,11 +204,11 @@ class TableRules:
 
 def read_rules(conn: Any, *, exclude_schemas: Iterable[str] = (),
                positional: bool = False) -> TableRules:
-    """Read generated columns, foreign keys, triggers and max_allowed_packet; with
-    ``positional``, every table's columns too."""
+    """Read every table's columns and keys, foreign keys, triggers and max_allowed_packet;
+    ``positional``: the rules name the columns of rows logged without names."""
     skip = tuple(sorted(SYSTEM_SCHEMAS | set(exclude_schemas)))
     with conn.cursor() as cur:
-        read = _read(cur, _Everywhere(skip), positional=positional)
+        read = _read(cur, _Everywhere(skip))
         cur.execute("SELECT @@global.max_allowed_packet")
         (packet,) = cur.fetchone()
     conn.commit()
@@ -194,8 +239,7 @@ def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, s
         named |= there  # as the server spells them (lower_case_table_names)
         children = {child for child, parent in rules.links if parent in named}
         generated, versioned, by_trx, sequences, links, _triggers, hashes, columns = _read(
-            cur, _Named(sorted(there), sorted(there | children)), triggers=False,
-            positional=rules.positional)
+            cur, _Named(sorted(there), sorted(there | children)), triggers=False)
     conn.commit()
     gone = named | children
     all_links = {link for link in rules.links if link[0] not in gone} | set(links)
@@ -256,21 +300,23 @@ class _Named:
         return sql, tuple(p for t in tables for p in (t.schema, t.table))
 
 
-def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
-          positional: bool = False) -> tuple[
+def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tuple[
         dict[TableRef, set[str]], dict[TableRef, tuple[str, str]], set[TableRef],
         set[TableRef], list[tuple[TableRef, TableRef]], tuple[Trigger, ...],
         dict[TableRef, int], dict[TableRef, TableColumns]]:
     """The catalog's facts :class:`TableRules` holds, for the tables ``where`` selects (in
-    one round trip on a connection that runs scripts); with ``positional``, their columns."""
+    one round trip on a connection that runs scripts), their columns among them."""
     # Rows logged for the mysql schema's tables (time zones, a dump's grants...) are
     # applied as any others: their columns are read too.
     rows_where = replace(where, skip=tuple(s for s in where.skip if s != "mysql")) \
         if isinstance(where, _Everywhere) else where
+    where_skip = frozenset(where.skip) if isinstance(where, _Everywhere) else frozenset()
     asked = {
-        "columns": where.select(
-            "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, GENERATION_EXPRESSION, DATA_TYPE",
-            "COLUMNS", "IS_GENERATED = 'ALWAYS'", "TABLE_SCHEMA", "TABLE_NAME"),
+        "columns": rows_where.select(
+            "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,"
+            " CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH,"
+            " NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, IS_GENERATED,"
+            " GENERATION_EXPRESSION", "COLUMNS", "1", "TABLE_SCHEMA", "TABLE_NAME"),
         "tables": where.select(
             "TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, ENGINE", "TABLES",
             "(TABLE_TYPE IN ('SYSTEM VERSIONED', 'SEQUENCE') OR ENGINE IN ('MEMORY', 'HEAP'))",
@@ -281,25 +327,20 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
         "triggers": where.select(
             "TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE", "TRIGGERS",
             "1", "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE") if triggers else None,
-        # A long unique key's index type is HASH; so is every index of a MEMORY table
-        # ("tables" lists those), which has no hidden column.
-        "hashes": where.select(
-            "TABLE_SCHEMA, TABLE_NAME, INDEX_NAME", "STATISTICS",
-            "INDEX_TYPE = 'HASH' AND NON_UNIQUE = 0 AND SEQ_IN_INDEX = 1", "TABLE_SCHEMA",
-            "TABLE_NAME"),
-        "positions": rows_where.select(
-            "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,"
-            " CHARACTER_SET_NAME", "COLUMNS", "1", "TABLE_SCHEMA", "TABLE_NAME"
-        ) if positional else None,
-        "primary": rows_where.select(
-            "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, SEQ_IN_INDEX, SUB_PART", "STATISTICS",
-            "INDEX_NAME = 'PRIMARY'", "TABLE_SCHEMA", "TABLE_NAME") if positional else None}
+        # The unique keys; the long ones' index type is HASH (so is every index of a MEMORY
+        # table, which "tables" lists, and which has no hidden column).
+        "keys": rows_where.select(
+            "TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX, SUB_PART,"
+            " INDEX_TYPE", "STATISTICS", "NON_UNIQUE = 0", "TABLE_SCHEMA", "TABLE_NAME")}
     queries = {name: q for name, q in asked.items() if q is not None}
     answers = dict(zip(queries, query_rows(cur, list(queries.values())), strict=True))
     generated: dict[TableRef, set[str]] = {}
     periods: dict[TableRef, dict[str, str]] = {}
     by_trx = set()
-    for schema, table, column, expression, data_type in answers.get("columns", ()):
+    for (schema, table, column, _o, data_type, _ct, _cs, _cl, _ol, _p, _s, _f, is_generated,
+         expression) in answers.get("columns", ()):
+        if is_generated != "ALWAYS" or (schema in where_skip):
+            continue
         ref = TableRef(schema, table)
         if expression in _PERIOD_ENDS:
             periods.setdefault(ref, {})[expression] = column.lower()
@@ -328,12 +369,17 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
                           for s, n, ts, tt in answers.get("triggers", ())),
                          key=lambda t: (t.schema, t.name)))
     hashes: dict[TableRef, int] = {}
-    for schema, table, _index in answers.get("hashes", ()):
+    primary = []
+    unique: dict[TableRef, dict[str, set[str]]] = {}
+    for schema, table, index, column, seq, sub_part, index_type in answers.get("keys", ()):
         ref = TableRef(schema, table)
-        if ref not in memory:
+        unique.setdefault(ref, {}).setdefault(index, set()).add(column.lower())
+        if index == "PRIMARY":
+            primary.append((schema, table, column, seq, sub_part))
+        elif index_type == "HASH" and int(seq) == 1 and ref not in memory \
+                and schema not in where_skip:
             hashes[ref] = hashes.get(ref, 0) + 1
-    columns = _table_columns(answers.get("positions", ()), answers.get("primary", ()),
-                             versioned, hashes) if positional else {}
+    columns = _table_columns(answers.get("columns", ()), primary, versioned, hashes, unique)
     return generated, versioned, by_trx, sequences, links, found, hashes, columns
 
 
@@ -342,19 +388,25 @@ _BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblo
                            "longblob"})
 
 
-def _table_columns(positions: Iterable[tuple[Any, ...]], primary: Iterable[tuple[Any, ...]],
+def _table_columns(listing: Iterable[tuple[Any, ...]], primary: Iterable[tuple[Any, ...]],
                    versioned: dict[TableRef, tuple[str, str]],
-                   hashes: dict[TableRef, int]) -> dict[TableRef, TableColumns]:
-    """Each table's columns in order and its primary key, from the catalog's rows, with the
-    columns the catalog does not show and the binlog logs: an implicit period's, the long
-    unique keys' hashes."""
+                   hashes: dict[TableRef, int], unique: dict[TableRef, dict[str, set[str]]]
+                   ) -> dict[TableRef, TableColumns]:
+    """Each table's columns in order, its primary key and unique keys, from the catalog's
+    rows, with the columns the catalog does not show and the binlog logs: an implicit
+    period's, the long unique keys' hashes."""
     listed: dict[TableRef, list[tuple[int, DownstreamColumn]]] = {}
-    for schema, table, name, ordinal, data_type, column_type, charset in positions:
+    for (schema, table, name, ordinal, data_type, column_type, charset, char_length,
+         octet_length, precision, scale, fsp, is_generated, _e) in listing:
         kind = str(data_type).lower()
         if charset is None and kind in _BINARY_TYPES:
             charset = "binary"
+        spelled = str(column_type)
         listed.setdefault(TableRef(schema, table), []).append((int(ordinal), DownstreamColumn(
-            name, kind, "unsigned" in str(column_type).lower(), charset)))
+            name, kind, "unsigned" in spelled.lower(), charset, spelled, _int(char_length),
+            _int(octet_length), _int(precision), _int(scale), _int(fsp),
+            _members(spelled) if kind in ("enum", "set") else None,
+            is_generated == "ALWAYS")))
     keys: dict[TableRef, list[tuple[int, str, int]]] = {}
     for schema, table, name, seq, sub_part in primary:
         keys.setdefault(TableRef(schema, table), []).append((int(seq), name, int(sub_part or 0)))
@@ -366,16 +418,46 @@ def _table_columns(positions: Iterable[tuple[Any, ...]], primary: Iterable[tuple
         if period is not None and period[0] not in lowered and period[1] not in lowered:
             # An implicit period's row start and end are invisible to the catalog; the
             # server keeps them after the other columns, and logs them there.
-            cols += [DownstreamColumn(period[0], "timestamp"),
-                     DownstreamColumn(period[1], "timestamp")]
+            cols += [DownstreamColumn(period[0], "timestamp", fsp=6, generated=True),
+                     DownstreamColumn(period[1], "timestamp", fsp=6, generated=True)]
             lowered += list(period)
-        cols += [DownstreamColumn(f"DB_ROW_HASH_{n}", "bigint")
+        cols += [DownstreamColumn(f"DB_ROW_HASH_{n}", "bigint", generated=True)
                  for n in range(1, hashes.get(ref, 0) + 1)]
         parts = sorted(keys.get(ref, ()))
         out[ref] = TableColumns(tuple(cols),
                                 tuple(lowered.index(name.lower()) for _s, name, _p in parts),
-                                tuple(prefix for _s, _n, prefix in parts), hashes.get(ref, 0))
+                                tuple(prefix for _s, _n, prefix in parts), hashes.get(ref, 0),
+                                tuple(sorted((frozenset(k) for k in unique.get(ref, {}).values()),
+                                             key=sorted)))
     return out
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _members(column_type: str) -> tuple[str, ...]:
+    """An ENUM's or SET's members from its COLUMN_TYPE (``enum('a','it''s')``): quoted, a
+    quote inside doubled."""
+    inner = column_type[column_type.index("(") + 1:column_type.rindex(")")]
+    out, i = [], 0
+    while i < len(inner):
+        if inner[i] != "'":
+            i += 1
+            continue
+        j, value = i + 1, []
+        while j < len(inner):
+            if inner[j] == "'":
+                if inner[j + 1:j + 2] == "'":
+                    value.append("'")
+                    j += 2
+                    continue
+                break
+            value.append(inner[j])
+            j += 1
+        out.append("".join(value))
+        i = j + 1
+    return tuple(out)
 
 
 def _candidates(cur: Any, statements: Iterable[tuple[str, str | None]]) -> set[TableRef]:
@@ -473,7 +555,7 @@ def _unknown(rules: TableRules, tables: list[TableRef | None]) -> bool:
     keys = {(t.schema.casefold(), t.table.casefold()) for t in tables if t is not None}
     return not any((t.schema.casefold(), t.table.casefold()) in keys for t in (
         *rules.generated, *rules.hashes, *rules.versioned, *rules.versioned_by_trx,
-        *rules.sequences,
+        *rules.sequences, *rules.columns,
         *rules.fk_group, *(t for link in rules.links for t in link)))
 
 

@@ -103,6 +103,9 @@ class Survivors:
     deleted_at: tuple[tuple[int, ...], ...]
     rows: tuple[tuple[Any, ...], ...]
     rows_at: tuple[tuple[int, ...], ...]
+    #: Rows written by INSERT after their keys' deletes, not by REPLACE: the downstream has
+    #: a unique key the upstream's key is not part of (``TableRules.replace_unsafe``).
+    by_insert: bool = False
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -169,11 +172,14 @@ class BatchPlan:
         return tuple(parts)
 
 
-def keyed_task_id(index: int, n: int) -> str:
-    # Names the routing too (:func:`partitioner`): a batch begun by a release that routed
-    # keys otherwise finds none of its keyed tasks in the ledger and runs them all again,
-    # which keyed survivors allow; it never skips a task whose keys were not applied.
-    return f"keyed-{index}-of-{n}-blocks{1 << KEY_BLOCK_BITS}"
+def keyed_task_id(index: int, n: int, routing: str = "") -> str:
+    # Names the routing too (:func:`partitioner`, and ``routing``: the digest of the
+    # downstream's unique keys, which send some tables' survivors to one task): a batch
+    # begun by a release, or on a catalog, that routed keys otherwise finds none of its
+    # keyed tasks in the ledger and runs them all again, which keyed survivors allow; it
+    # never skips a task whose keys were not applied.
+    return f"keyed-{index}-of-{n}-blocks{1 << KEY_BLOCK_BITS}" + \
+        (f"-unique{routing}" if routing else "")
 
 
 def ordered_task_id(table: TableRef) -> str:

@@ -20,8 +20,9 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
-from binrelay.apply.catalog import TableColumns, TableRules
+from binrelay.apply.catalog import DownstreamColumn, TableColumns, TableRules
 from binrelay.apply.changes import TableRef
+from binrelay.apply.column_fit import misfit, upstream_type
 from binrelay.errors import NamelessRowsError, UnfaithfulApplyError
 from binrelay.rows import coltypes as t
 from binrelay.rows.charsets import collation_of_charset
@@ -97,14 +98,16 @@ def complete(tm: TableMap, rules: TableRules) -> TableMap:
     """``tm`` with the downstream table's column names, and what the upstream did not log of
     signedness, character sets and primary key; ``tm`` itself when it has names.  Raises
     :class:`NamelessRowsError` when the rules hold no columns (not ``positional``), and
-    :class:`UnfaithfulApplyError` when the downstream table is not there or does not fit."""
-    if tm.has_names:
-        return tm
+    :class:`UnfaithfulApplyError` when the downstream table is not there or does not fit:
+    a logged column its downstream column cannot hold (``column_fit``), named or not."""
     ref = TableRef(tm.schema, tm.table)
-    if not rules.positional:
-        raise nameless(ref)
     info = rules.columns_of(ref)
-    if info is None:
+    if tm.has_names:
+        if info is None:
+            return tm  # not there (the write says so), or made since the rules were read
+    elif not rules.positional:
+        raise nameless(ref)
+    elif info is None:
         raise UnfaithfulApplyError(
             "rows logged without column names for a table the downstream does not have:"
             " they are applied by position, into the downstream's table", table=str(ref),
@@ -113,7 +116,7 @@ def complete(tm: TableMap, rules: TableRules) -> TableMap:
     found = _DONE.get(id(tm))
     if found is not None and found[0] is tm and found[1] == info:
         return found[2]
-    done = _completed(tm, ref, info)
+    done = _checked(tm, ref, info) if tm.has_names else _completed(tm, ref, info)
     with _LOCK:  # decoders of other threads share the cache
         if len(_DONE) >= _CACHE_SIZE:
             for old in list(_DONE)[:len(_DONE) - _CACHE_SIZE + 1]:
@@ -168,6 +171,7 @@ def _completed(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
                 hint="give the downstream's table the upstream's columns, in its order, or"
                      " set binlog_row_metadata = FULL on the upstream")
         columns.append(_column(col, ds.name, ds.unsigned, ds.charset, signed_logged))
+        _fits(ref, col, ds, signed_logged)
     keyed = SIMPLE_PRIMARY_KEY in tm.metadata_fields or \
         PRIMARY_KEY_WITH_PREFIX in tm.metadata_fields
     if keyed:
@@ -176,6 +180,29 @@ def _completed(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
         key, prefixes = (), ()  # a key on columns not logged: the rows are keyless here
     return replace(tm, columns=tuple(columns), primary_key=key, primary_key_prefixes=prefixes,
                    has_names=True, decoders={})
+
+
+def _checked(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
+    """``tm`` (logged with names) when the downstream's columns of those names can hold
+    every value logged; a column the downstream does not have is the write's to refuse."""
+    by_name = {c.name.lower(): c for c in info.columns}
+    signed_logged = SIGNEDNESS in tm.metadata_fields
+    for col in tm.columns:
+        ds = by_name.get((col.name or "").lower())
+        if ds is not None:
+            _fits(ref, col, ds, signed_logged)
+    return tm
+
+
+def _fits(ref: TableRef, col: Column, ds: DownstreamColumn, signed_logged: bool) -> None:
+    why = misfit(col, ds, signedness_logged=signed_logged)
+    if why is not None:
+        raise UnfaithfulApplyError(
+            f"column {ds.name!r} is {upstream_type(col)} in the binlog and"
+            f" {ds.column_type or ds.data_type} downstream ({why}): its values would be"
+            " changed on the way in, where a replica stops (error 1677)", table=str(ref),
+            hint="give the downstream's column the upstream's type (or a wider one of the"
+                 " same kind), or leave the table out of the sync")
 
 
 def _column(col: Column, name: str, unsigned: bool, charset: str | None,

@@ -188,14 +188,17 @@ def replace_rows(
     *,
     max_rows: int = MAX_STATEMENT_ROWS,
     max_bytes: int = MAX_STATEMENT_BYTES,
+    verb: str = "REPLACE",
 ) -> list[Statement]:
     """``REPLACE INTO t (cols) VALUES (...), (...)`` in bounded statements, the values
     rendered into the text (:func:`sql_literal`).
 
     REPLACE (not INSERT … ON DUPLICATE KEY UPDATE) on purpose: it deletes *every* row that
     conflicts on any unique key, which is what makes survivors order-independent.
+    ``verb`` INSERT: for rows whose keys were deleted before, where a conflict on another
+    unique key must stop the write (``TableRules.replace_unsafe``).
     """
-    head = (f"REPLACE INTO {quote_table(table)} ("
+    head = (f"{verb} INTO {quote_table(table)} ("
             + ", ".join(quote_ident(c) for c in columns) + ") VALUES ")
     try:
         return [Statement(head + values, None, table, tuple(positions[start:end]))

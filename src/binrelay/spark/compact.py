@@ -246,7 +246,15 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
             continue
         ref, convert = table.shape[0], table.convert
         shape = table.shape
-        target_of = partitioner(ref, tasks, fold=True)
+        if rules.replace_unsafe(ref, (shape[1][i] for i in shape[2])):
+            # Written by INSERT after all its keys' deletes, by one task (which sees every
+            # survivor of the table, so none meets a row another task is still to move).
+            alone = partition_of(ref, (), tasks)
+
+            def target_of(_key: tuple[Any, ...], alone: int = alone) -> int:
+                return alone
+        else:
+            target_of = partitioner(ref, tasks, fold=True)
         for k, (position, image) in table.last.items():
             yield target_of(k), (KEYED, shape, k, position,
                                            None if image is None else convert(image))
@@ -386,9 +394,9 @@ def _event_images(relay_dir: str, segment: Any, rules: TableRules, by_name: bool
     """Per rows event of the partition: its table map, op, location, offset, the row
     number of its first image and its ``(before, after)`` images; (offset, row) numbers
     the changes in relay order (the rows events of one MySQL transaction payload share its
-    offset, and their rows keep counting).  ``by_name``: a table map logged without column
-    names is completed from the downstream's catalog (``positional.complete``) and the
-    images read by it."""
+    offset, and their rows keep counting).  ``by_name``: each table map is checked against
+    the downstream's columns, and one logged without column names completed from them
+    (``positional.complete``) and the images read by it."""
     path = str(Path(relay_dir) / segment.subdir / segment.file)
     last_offset, row = -1, 0
     named: dict[int, tuple[Any, Any]] = {}
@@ -396,12 +404,13 @@ def _event_images(relay_dir: str, segment: Any, rules: TableRules, by_name: bool
          first, second) in iter_segment_runs(Path(relay_dir), segment):
         if offset != last_offset:
             last_offset, row = offset, 0
-        if by_name and not tm.has_names:
+        if by_name:
             found = named.get(id(tm))
             if found is None or found[0] is not tm:
                 found = named[id(tm)] = (tm, complete(tm, rules))
-            tm = found[1]
-            first, second = image_decoders(tm, op, present, present_after, partial)
+            if found[1] is not tm:
+                tm = found[1]
+                first, second = image_decoders(tm, op, present, present_after, partial)
         try:
             images = row_images(tm, op, partial, data, p, stop, first, second)
         except BinlogFormatError:

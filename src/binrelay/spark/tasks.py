@@ -10,7 +10,7 @@ import pickle
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from binrelay.apply.applier import apply_parts_with_checkpoint, apply_plan_part
@@ -142,7 +142,10 @@ def _parts(ctx: TaskContext, index: int, records: Iterator[Record]
     keyed, raw, ops = merge(records)
     parts = []
     if keyed:
-        parts.append(PlanPart(keyed_task_id(index, ctx.tasks), tuple(keyed)))
+        rules = ctx.rules
+        keyed = [replace(s, by_insert=True) if rules.replace_unsafe(s.table, s.key_columns)
+                 else s for s in keyed]
+        parts.append(PlanPart(keyed_task_id(index, ctx.tasks, rules.routing), tuple(keyed)))
     if raw:
         # Raw changes are those of tables replayed in order, whatever the reason.
         plan = plan_batch(raw, ordered_tables=ctx.ordered | {ch.table for ch in raw})
