@@ -16,6 +16,7 @@ from binrelay.apply.catalog import (
     DownstreamColumn,
     TableColumns,
     TableRules,
+    _members,
     keeps_rules,
     leaves_rules,
     read_rules,
@@ -112,7 +113,8 @@ def test_the_narrow_read_after_each_ddl_equals_a_full_read(mariadb, positional: 
         assert rules.group_of(TableRef("s1", "kid")) == rules.group_of(TableRef("s1", "child"))
         g2 = rules.columns_of(TableRef("S1", "G2"))
         assert g2 == TableColumns(
-            (DownstreamColumn("a", "int", column_type="int(11)", precision=10, scale=0),
+            (DownstreamColumn("a", "int", column_type="int(11)", precision=10, scale=0,
+                              nullable=False),
              DownstreamColumn("b", "int", column_type="int(11)", precision=10, scale=0,
                               generated=True)), (0,), (0,), unique=(frozenset({"a"}),))
         # An implicit period's columns, invisible to the catalog, follow the others.
@@ -242,3 +244,23 @@ def test_rules_with_columns_are_read_again_after_every_ddl_that_changes_them() -
     # An engine's key length limit makes or unmakes long unique keys.
     assert not leaves_rules(TableRules(), "ALTER TABLE s1.t ADD COLUMN x INT, ENGINE=MyISAM",
                             "s1")
+
+
+def test_enum_members_as_column_type_spells_them() -> None:
+    assert _members("enum('a','it''s','b\\\\c','x\\ny','',',')") == \
+        ("a", "it's", "b\\c", "x\ny", "", ",")
+
+
+def test_a_replace_is_unsafe_where_a_downstream_unique_key_lacks_a_key_column() -> None:
+    def rules(*unique: set[str]) -> TableRules:
+        info = TableColumns((), unique=tuple(frozenset(k) for k in unique))
+        return TableRules(columns={TableRef("App", "Users"): info})
+    assert not rules({"id"}).replace_unsafe(TableRef("App", "Users"), ("ID",))
+    assert not rules({"id"}, {"id", "email"}).replace_unsafe(TableRef("App", "Users"), ("id",))
+    assert rules({"id"}, {"email"}).replace_unsafe(TableRef("App", "Users"), ("id",))
+    # Found in any spelling (a downstream with lower_case_table_names).
+    assert rules({"id"}, {"email"}).replace_unsafe(TableRef("app", "users"), ("id",))
+    # A narrower primary key, or one on a prefix of the key's column.
+    assert rules({"id"}).replace_unsafe(TableRef("App", "Users"), ("id", "region"))
+    assert rules({"name(10)"}).replace_unsafe(TableRef("App", "Users"), ("name",))
+    assert not TableRules().replace_unsafe(TableRef("App", "Users"), ("id",))

@@ -14,8 +14,8 @@ from binrelay.rows.tablemap import Column
 LATIN1, UTF8MB3, UTF8MB4, BINARY = 8, 33, 45, 63
 
 
-def col(kind: int, **kw) -> Column:
-    return Column(0, kind, kind, 0, True, name="c", **kw)
+def col(kind: int, *, nullable: bool = True, **kw) -> Column:
+    return Column(0, kind, kind, 0, nullable, name="c", **kw)
 
 
 def down(data_type: str, column_type: str = "", **kw) -> DownstreamColumn:
@@ -36,6 +36,8 @@ UINT = col(t.MYSQL_TYPE_LONG, unsigned=True)
     (UINT, down("bigint"), None),
     (UINT, down("int", unsigned=True), None),
     (INT, down("decimal", precision=20, scale=0), "another type"),
+    (INT, down("int", nullable=False), "NULL in the binlog, NOT NULL downstream"),
+    (col(t.MYSQL_TYPE_LONG, nullable=False), down("int", nullable=False), None),
     (INT, down("varchar", char_length=20), "another type"),
     # DECIMAL: digits on either side of the point.
     (col(t.MYSQL_TYPE_NEWDECIMAL, precision=10, scale=4), down("decimal", precision=12, scale=4),
@@ -46,6 +48,10 @@ UINT = col(t.MYSQL_TYPE_LONG, unsigned=True)
      "before the point"),
     (col(t.MYSQL_TYPE_FLOAT), down("double"), None),
     (col(t.MYSQL_TYPE_DOUBLE), down("float"), "another type"),
+    (col(t.MYSQL_TYPE_DOUBLE), down("double", unsigned=True), "UNSIGNED downstream"),
+    (col(t.MYSQL_TYPE_JSON, length=4), down("varchar", char_length=5), "another type"),
+    (col(t.MYSQL_TYPE_JSON, length=4), down("json"), None),
+    (col(t.MYSQL_TYPE_GEOMETRY, length=4), down("blob"), "another type"),
     (col(t.MYSQL_TYPE_BIT, bits=9), down("bit", precision=8), "narrower"),
     (col(t.MYSQL_TYPE_BIT, bits=9), down("bit", precision=64), None),
     # Temporal types: their fractional digits.
@@ -84,6 +90,25 @@ UINT = col(t.MYSQL_TYPE_LONG, unsigned=True)
     (col(t.MYSQL_TYPE_VARCHAR, length=40), down("varchar", charset="utf8mb4", char_length=9),
      "narrower"),
     (col(t.MYSQL_TYPE_STRING, length=16, collation=BINARY), down("inet6"), None),
+    (col(t.MYSQL_TYPE_STRING, length=4, collation=BINARY), down("inet4"), None),
+    (col(t.MYSQL_TYPE_STRING, length=40, collation=LATIN1), down("inet6"), "another type"),
+    (col(t.MYSQL_TYPE_VARCHAR, length=16, collation=BINARY), down("uuid"), "another type"),
+    # CHAR into VARCHAR keeps the value as read; VARCHAR into CHAR drops trailing spaces,
+    # VARBINARY into BINARY pads with zeros.
+    (col(t.MYSQL_TYPE_STRING, length=20, collation=LATIN1),
+     down("varchar", charset="latin1", char_length=20), None),
+    (col(t.MYSQL_TYPE_VARCHAR, length=20, collation=LATIN1),
+     down("char", charset="latin1", char_length=20), "another type"),
+    (col(t.MYSQL_TYPE_VARCHAR, length=20, collation=BINARY),
+     down("binary", charset="binary", char_length=20), "another type"),
+    # A character set without supplementary characters into a BMP one; not utf8mb4.
+    (col(t.MYSQL_TYPE_VARCHAR, length=20, collation=LATIN1),
+     down("varchar", charset="utf8mb3", char_length=20), None),
+    (col(t.MYSQL_TYPE_VARCHAR, length=80, collation=UTF8MB4),
+     down("varchar", charset="utf8mb3", char_length=20), "utf8mb4 upstream, utf8mb3"),
+    # A collation binrelay does not know: its bytes pass as the downstream's set's.
+    (col(t.MYSQL_TYPE_VARCHAR, length=20, collation=1124),
+     down("varchar", charset="latin1", char_length=20), None),
     # TEXT and BLOB count bytes.
     (col(t.MYSQL_TYPE_BLOB, length=2, collation=UTF8MB4),
      down("text", charset="utf8mb4", octet_length=65535), None),
@@ -95,6 +120,10 @@ UINT = col(t.MYSQL_TYPE_LONG, unsigned=True)
      down("mediumtext", charset="utf8mb4", octet_length=16777215), None),
     (col(t.MYSQL_TYPE_BLOB, length=2, collation=UTF8MB3),
      down("text", charset="utf8mb4", octet_length=65535), None),
+    (col(t.MYSQL_TYPE_BLOB, length=2, collation=11),  # ascii: its bytes, twice in utf16
+     down("text", charset="utf16", octet_length=65535), "narrower"),
+    (col(t.MYSQL_TYPE_BLOB, length=2, collation=11),
+     down("text", charset="latin1", octet_length=65535), None),
     (col(t.MYSQL_TYPE_BLOB, length=4, collation=BINARY),
      down("longtext", charset="utf8mb4", octet_length=4294967295), "bytes upstream"),
     (col(t.MYSQL_TYPE_BLOB, length=4, collation=UTF8MB4), down("json"), None),

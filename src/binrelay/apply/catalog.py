@@ -40,8 +40,8 @@ as :class:`TableRules`, a small picklable value.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -93,6 +93,7 @@ class DownstreamColumn:
     members: tuple[str, ...] | None = None
     #: Computed by the server (a generated column, a period's row start or end).
     generated: bool = False
+    nullable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,8 @@ class TableColumns:
     primary_key_prefixes: tuple[int, ...] = ()
     #: How many of the last ``columns`` are long unique keys' hidden hashes.
     hashes: int = 0
-    #: Each unique key's columns (the primary key's among them), names lower-cased.
+    #: Each unique key's columns (the primary key's among them), names lower-cased; a part
+    #: on a prefix of a column is named ``name(length)``.
     unique: tuple[frozenset[str], ...] = ()
 
 
@@ -153,7 +155,7 @@ class TableRules:
         does not hold every one of them (one the upstream may not have).  Such a table's
         rows are written by INSERT after their keys' deletes, by one task, so that the
         downstream's keys stop what they stop on a replica (``docs/apply.md``)."""
-        info = self.columns.get(table)
+        info = self.columns_of(table)
         if info is None or not info.unique:
             return False
         need = {c.lower() for c in key_columns}
@@ -163,10 +165,19 @@ class TableRules:
     def routing(self) -> str:
         """A digest of every table's unique keys: what decides which tables'
         survivors one task writes (:meth:`replace_unsafe`), so a part of the keyed task
-        ids (``plan.keyed_task_id``)."""
+        ids (``plan.keyed_task_id``).  Computed where the rules are read (and shipped with
+        them), not in every task."""
         keys = sorted((t.schema, t.table, sorted(sorted(k) for k in c.unique))
                       for t, c in self.columns.items() if c.unique)
-        return f"{zlib.crc32(repr(keys).encode()):08x}"
+        return hashlib.blake2b(repr(keys).encode(), digest_size=8).hexdigest()
+
+    @functools.cached_property
+    def known_names(self) -> frozenset[tuple[str, str]]:
+        """Every table the rules say something of, by its case-folded name."""
+        return frozenset((t.schema.casefold(), t.table.casefold()) for t in (
+            *self.generated, *self.hashes, *self.versioned, *self.versioned_by_trx,
+            *self.sequences, *self.columns,
+            *self.fk_group, *(t for link in self.links for t in link)))
 
     def group_of(self, table: TableRef) -> TableRef | None:
         return self.fk_group.get(table)
@@ -316,7 +327,8 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tu
             "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,"
             " CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH,"
             " NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, IS_GENERATED,"
-            " GENERATION_EXPRESSION", "COLUMNS", "1", "TABLE_SCHEMA", "TABLE_NAME"),
+            " GENERATION_EXPRESSION, IS_NULLABLE", "COLUMNS", "1", "TABLE_SCHEMA",
+            "TABLE_NAME"),
         "tables": where.select(
             "TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, ENGINE", "TABLES",
             "(TABLE_TYPE IN ('SYSTEM VERSIONED', 'SEQUENCE') OR ENGINE IN ('MEMORY', 'HEAP'))",
@@ -338,7 +350,7 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tu
     periods: dict[TableRef, dict[str, str]] = {}
     by_trx = set()
     for (schema, table, column, _o, data_type, _ct, _cs, _cl, _ol, _p, _s, _f, is_generated,
-         expression) in answers.get("columns", ()):
+         expression, _n) in answers.get("columns", ()):
         if is_generated != "ALWAYS" or (schema in where_skip):
             continue
         ref = TableRef(schema, table)
@@ -373,7 +385,9 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tu
     unique: dict[TableRef, dict[str, set[str]]] = {}
     for schema, table, index, column, seq, sub_part, index_type in answers.get("keys", ()):
         ref = TableRef(schema, table)
-        unique.setdefault(ref, {}).setdefault(index, set()).add(column.lower())
+        # A part on a prefix of a column holds less than the column: not the column's name.
+        unique.setdefault(ref, {}).setdefault(index, set()).add(
+            column.lower() + (f"({sub_part})" if sub_part else ""))
         if index == "PRIMARY":
             primary.append((schema, table, column, seq, sub_part))
         elif index_type == "HASH" and int(seq) == 1 and ref not in memory \
@@ -397,7 +411,7 @@ def _table_columns(listing: Iterable[tuple[Any, ...]], primary: Iterable[tuple[A
     period's, the long unique keys' hashes."""
     listed: dict[TableRef, list[tuple[int, DownstreamColumn]]] = {}
     for (schema, table, name, ordinal, data_type, column_type, charset, char_length,
-         octet_length, precision, scale, fsp, is_generated, _e) in listing:
+         octet_length, precision, scale, fsp, is_generated, _e, nullable) in listing:
         kind = str(data_type).lower()
         if charset is None and kind in _BINARY_TYPES:
             charset = "binary"
@@ -406,7 +420,7 @@ def _table_columns(listing: Iterable[tuple[Any, ...]], primary: Iterable[tuple[A
             name, kind, "unsigned" in spelled.lower(), charset, spelled, _int(char_length),
             _int(octet_length), _int(precision), _int(scale), _int(fsp),
             _members(spelled) if kind in ("enum", "set") else None,
-            is_generated == "ALWAYS")))
+            is_generated == "ALWAYS", nullable == "YES")))
     keys: dict[TableRef, list[tuple[int, str, int]]] = {}
     for schema, table, name, seq, sub_part in primary:
         keys.setdefault(TableRef(schema, table), []).append((int(seq), name, int(sub_part or 0)))
@@ -436,9 +450,14 @@ def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+#: How the server escapes an ENUM or SET member in COLUMN_TYPE (``append_unescaped``),
+#: besides a quote doubled.
+_MEMBER_ESCAPES = {"\\": "\\", "0": "\0", "n": "\n", "r": "\r"}
+
+
 def _members(column_type: str) -> tuple[str, ...]:
-    """An ENUM's or SET's members from its COLUMN_TYPE (``enum('a','it''s')``): quoted, a
-    quote inside doubled."""
+    """An ENUM's or SET's members from its COLUMN_TYPE (``enum('a','it''s','a\\\\b')``):
+    quoted, a quote inside doubled, a backslash, NUL, LF and CR escaped."""
     inner = column_type[column_type.index("(") + 1:column_type.rindex(")")]
     out, i = [], 0
     while i < len(inner):
@@ -447,13 +466,18 @@ def _members(column_type: str) -> tuple[str, ...]:
             continue
         j, value = i + 1, []
         while j < len(inner):
-            if inner[j] == "'":
+            char = inner[j]
+            if char == "'":
                 if inner[j + 1:j + 2] == "'":
                     value.append("'")
                     j += 2
                     continue
                 break
-            value.append(inner[j])
+            if char == "\\" and inner[j + 1:j + 2] in _MEMBER_ESCAPES:
+                value.append(_MEMBER_ESCAPES[inner[j + 1]])
+                j += 2
+                continue
+            value.append(char)
             j += 1
         out.append("".join(value))
         i = j + 1
@@ -553,10 +577,7 @@ def _unknown(rules: TableRules, tables: list[TableRef | None]) -> bool:
     if any(t is None for t in tables):
         return False
     keys = {(t.schema.casefold(), t.table.casefold()) for t in tables if t is not None}
-    return not any((t.schema.casefold(), t.table.casefold()) in keys for t in (
-        *rules.generated, *rules.hashes, *rules.versioned, *rules.versioned_by_trx,
-        *rules.sequences, *rules.columns,
-        *rules.fk_group, *(t for link in rules.links for t in link)))
+    return keys.isdisjoint(rules.known_names)
 
 
 def fk_groups(links: Iterable[tuple[TableRef, TableRef]]) -> dict[TableRef, TableRef]:

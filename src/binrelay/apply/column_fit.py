@@ -13,8 +13,11 @@ It goes as far as the replica's ``ALL_NON_LOSSY`` conversions: a wider downstrea
 of the same kind (``INT`` into ``BIGINT``, ``VARCHAR(5)`` into ``VARCHAR(20)``, ``utf8mb3``
 into ``utf8mb4``, more fractional digits) holds every value unchanged, and is accepted, as
 an operator who widens a column downstream expects.  What the table map does not tell
-(a FLOAT's ``(M,D)``, a geometry's subtype, an ENUM's members when they are not logged) is
-not checked: the server refuses what it cannot store there.
+(a FLOAT's ``(M,D)``, which the downstream's may round to; a geometry's subtype, which the
+server refuses to store in another; an ENUM's members when they are not logged, whose index
+is stored, as a replica stores it) is not checked.  A column that allows NULL goes only into
+one that does: a NULL into a NOT NULL column is stored as the type's zero by a multi-row
+statement under the applier's sql_mode (a replica stores the column's default).
 
 Pure: a :class:`~binrelay.rows.tablemap.Column` and a
 :class:`~binrelay.apply.catalog.DownstreamColumn` in, the reason it does not fit out.
@@ -24,10 +27,13 @@ from __future__ import annotations
 
 from binrelay.apply.catalog import DownstreamColumn
 from binrelay.rows import coltypes as t
-from binrelay.rows.charsets import charset_of
+from binrelay.rows.charsets import MBMAXLEN, MBMINLEN, canonical_charset, charset_of
 from binrelay.rows.tablemap import Column
 
-__all__ = ["misfit", "upstream_type"]
+__all__ = ["ANOTHER_TYPE", "misfit", "upstream_type"]
+
+#: What :func:`misfit` says of a column of another kind than the logged one's.
+ANOTHER_TYPE = "another type"
 
 _INT_BYTES = {t.MYSQL_TYPE_TINY: 1, t.MYSQL_TYPE_SHORT: 2, t.MYSQL_TYPE_INT24: 3,
               t.MYSQL_TYPE_LONG: 4, t.MYSQL_TYPE_LONGLONG: 8}
@@ -37,117 +43,124 @@ _DOWN_INT_BYTES = {name: size for size, name in _INT_NAMES.items()}
 _TEXT_BYTES = {1: 255, 2: 65535, 3: 16777215, 4: 4294967295}
 _TEXT_NAMES = {1: "tinytext", 2: "text", 3: "mediumtext", 4: "longtext"}
 _BLOB_NAMES = {1: "tinyblob", 2: "blob", 3: "mediumblob", 4: "longblob"}
+_TEXT = frozenset(_TEXT_NAMES.values()) | frozenset(_BLOB_NAMES.values())
 _BLOBS = frozenset({t.MYSQL_TYPE_BLOB, t.MYSQL_TYPE_TINY_BLOB, t.MYSQL_TYPE_MEDIUM_BLOB,
                     t.MYSQL_TYPE_LONG_BLOB})
-_STRINGS = frozenset({t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_VAR_STRING, t.MYSQL_TYPE_STRING})
+_VARYING = frozenset({t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_VAR_STRING})
+_GEOMETRY = frozenset({"geometry", "point", "linestring", "polygon", "multipoint",
+                       "multilinestring", "multipolygon", "geometrycollection"})
+_TEMPORAL = {t.MYSQL_TYPE_TIME: "time", t.MYSQL_TYPE_TIME2: "time",
+             t.MYSQL_TYPE_DATETIME: "datetime", t.MYSQL_TYPE_DATETIME2: "datetime",
+             t.MYSQL_TYPE_TIMESTAMP: "timestamp", t.MYSQL_TYPE_TIMESTAMP2: "timestamp"}
 _TEMPORAL_FSP = frozenset({t.MYSQL_TYPE_TIME2, t.MYSQL_TYPE_DATETIME2,
                            t.MYSQL_TYPE_TIMESTAMP2})
-#: Downstream types whose values are not the binlog's string bytes (MariaDB's data types
-#: stored as fixed-length strings): the server refuses what is not one of them.
-_OWN_STRING_TYPES = frozenset({"inet4", "inet6", "uuid"})
+#: MariaDB's data types stored as fixed-length binary strings, and their lengths.
+_OWN_STRING_TYPES = {"inet4": 4, "inet6": 16, "uuid": 16}
 
-#: Bytes of a character at most and at least, per character set (the server's mbmaxlen,
-#: mbminlen); a set not listed takes one byte per character.
-_MBMAXLEN = {"big5": 2, "cp932": 2, "sjis": 2, "ujis": 3, "eucjpms": 3, "euckr": 2,
-             "gb2312": 2, "gbk": 2, "gb18030": 4, "ucs2": 2, "utf16": 4, "utf16le": 4,
-             "utf32": 4, "utf8mb3": 3, "utf8mb4": 4}
-_MBMINLEN = {"ucs2": 2, "utf16": 2, "utf16le": 2, "utf32": 4}
-#: Character sets that hold every character of any other: text converts into them.
+#: The downstream types a column logged with each binlog type may have at all (the rest
+#: of :func:`misfit` says whether one is wide enough).  A VARCHAR does not go into a CHAR
+#: (which drops trailing spaces) nor a VARBINARY into a BINARY (which pads with zeros).
+FAMILIES: dict[int, frozenset[str]] = {
+    **{kind: frozenset(_DOWN_INT_BYTES) for kind in _INT_BYTES},
+    t.MYSQL_TYPE_FLOAT: frozenset({"float", "double"}),
+    t.MYSQL_TYPE_DOUBLE: frozenset({"double"}),
+    t.MYSQL_TYPE_DECIMAL: frozenset({"decimal"}),
+    t.MYSQL_TYPE_NEWDECIMAL: frozenset({"decimal"}),
+    t.MYSQL_TYPE_BIT: frozenset({"bit"}),
+    t.MYSQL_TYPE_YEAR: frozenset({"year"}),
+    t.MYSQL_TYPE_DATE: frozenset({"date"}),
+    t.MYSQL_TYPE_NEWDATE: frozenset({"date"}),
+    **{kind: frozenset({name}) for kind, name in _TEMPORAL.items()},
+    t.MYSQL_TYPE_VARCHAR: frozenset({"varchar", "varbinary"}),
+    t.MYSQL_TYPE_VAR_STRING: frozenset({"varchar", "varbinary"}),
+    t.MYSQL_TYPE_STRING: frozenset({"char", "binary", "varchar", "varbinary",
+                                    *_OWN_STRING_TYPES}),
+    t.MYSQL_TYPE_VARCHAR_COMPRESSED: frozenset({"varchar", "varbinary"}),
+    t.MYSQL_TYPE_BLOB_COMPRESSED: _TEXT,
+    t.MYSQL_TYPE_ENUM: frozenset({"enum"}),
+    t.MYSQL_TYPE_SET: frozenset({"set"}),
+    # MariaDB's JSON is a LONGTEXT (logged as a BLOB); MySQL's JSON into MariaDB too.
+    **{kind: _TEXT | {"json"} for kind in _BLOBS},
+    t.MYSQL_TYPE_JSON: frozenset({"json", "longtext"}),
+    t.MYSQL_TYPE_GEOMETRY: _GEOMETRY,
+    t.MYSQL_TYPE_VECTOR: frozenset({"vector"}),
+}
+
+#: Character sets that hold every character (supplementary ones too) / every character of
+#: the Basic Multilingual Plane: text of any other set, or of one without supplementary
+#: characters, converts into them unchanged.
 _UNICODE = frozenset({"utf8mb4", "utf16", "utf16le", "utf32"})
-_ALIASES = {"utf8": "utf8mb3"}
+_BMP = frozenset({"utf8mb3", "ucs2"})
+_SUPPLEMENTARY = _UNICODE | {"gb18030"}
 
 
 def misfit(col: Column, down: DownstreamColumn, *, signedness_logged: bool) -> str | None:
     """Why ``down`` cannot hold every value of ``col`` (as logged), or None when it can.
     ``signedness_logged``: whether the table map says which numeric columns are UNSIGNED
     (else the downstream's word is taken, as a replica takes it)."""
-    kind = col.type
-    dtype = down.data_type
     if down.generated:
         return None  # never written: the downstream computes it
-    if kind in _INT_BYTES:
-        size = _DOWN_INT_BYTES.get(dtype)
-        if size is None:
-            return "another type"
-        up = _INT_BYTES[kind]
-        if not signedness_logged or col.unsigned == down.unsigned:
-            return None if size >= up else "narrower"
-        if col.unsigned:  # into a signed column: one more byte for the same range
-            return None if size > up else "narrower"
+    kind, dtype = col.type, down.data_type
+    family = FAMILIES.get(kind)
+    if family is None:
+        return None  # a type binrelay does not know: its decoder says so
+    if dtype not in family:
+        return ANOTHER_TYPE
+    if col.nullable and not down.nullable:
+        return "NULL in the binlog, NOT NULL downstream"
+    if signedness_logged and kind in t.NUMERIC_TYPES and not col.unsigned \
+            and down.unsigned:
         return "UNSIGNED downstream: negative values do not fit"
+    if kind in _INT_BYTES:
+        size, up = _DOWN_INT_BYTES[dtype], _INT_BYTES[kind]
+        if signedness_logged and col.unsigned and not down.unsigned:
+            up += 1  # into a signed column: one byte more for the same range
+        return None if size >= up else "narrower"
     if kind == t.MYSQL_TYPE_NEWDECIMAL:
-        if dtype != "decimal":
-            return "another type"
         if down.precision is None or down.scale is None:
             return None
-        if signedness_logged and not col.unsigned and down.unsigned:
-            return "UNSIGNED downstream: negative values do not fit"
         if down.scale < col.scale:
             return "fewer digits after the point"
         if down.precision - down.scale < col.precision - col.scale:
             return "fewer digits before the point"
         return None
-    if kind == t.MYSQL_TYPE_FLOAT:
-        return None if dtype in ("float", "double") else "another type"
-    if kind == t.MYSQL_TYPE_DOUBLE:
-        return None if dtype == "double" else "another type"
     if kind == t.MYSQL_TYPE_BIT:
-        if dtype != "bit":
-            return "another type"
         return None if down.precision is None or down.precision >= col.bits else "narrower"
-    if kind in _TEMPORAL_FSP or kind in (t.MYSQL_TYPE_TIME, t.MYSQL_TYPE_DATETIME,
-                                         t.MYSQL_TYPE_TIMESTAMP):
-        family = {t.MYSQL_TYPE_TIME: "time", t.MYSQL_TYPE_TIME2: "time",
-                  t.MYSQL_TYPE_DATETIME: "datetime", t.MYSQL_TYPE_DATETIME2: "datetime",
-                  t.MYSQL_TYPE_TIMESTAMP: "timestamp", t.MYSQL_TYPE_TIMESTAMP2: "timestamp"}
-        if dtype != family[kind]:
-            return "another type"
+    if kind in _TEMPORAL:
         fsp = col.fsp if kind in _TEMPORAL_FSP else 0
         return None if (down.fsp or 0) >= fsp else "fewer fractional digits"
-    if kind in (t.MYSQL_TYPE_DATE, t.MYSQL_TYPE_NEWDATE):
-        return None if dtype == "date" else "another type"
-    if kind == t.MYSQL_TYPE_YEAR:
-        return None if dtype == "year" else "another type"
     if kind in (t.MYSQL_TYPE_ENUM, t.MYSQL_TYPE_SET):
-        if dtype != ("enum" if kind == t.MYSQL_TYPE_ENUM else "set"):
-            return "another type"
         logged = col.enum_values if kind == t.MYSQL_TYPE_ENUM else col.set_values
         if logged is None or down.members is None:
             return None  # an index, as a replica stores it
         missing = [v for v in logged if v not in down.members]
-        return None if not missing else f"no member {missing[0]!r}"
-    if kind in _STRINGS:
-        if dtype in _OWN_STRING_TYPES:
+        if not missing or any("?" in m for m in down.members):
+            # (information_schema shows a 4-byte character as '?': not told apart.)
             return None
-        if dtype not in ("char", "varchar", "binary", "varbinary"):
-            return "another type"
+        return f"no member {missing[0]!r}"
+    if dtype in _OWN_STRING_TYPES:
+        return None if col.length == _OWN_STRING_TYPES[dtype] else ANOTHER_TYPE
+    if kind in _VARYING and dtype in ("char", "binary"):
+        return ANOTHER_TYPE
+    if kind in _VARYING or kind == t.MYSQL_TYPE_STRING:
         return _string_misfit(col, down)
-    if kind in _BLOBS:
-        if dtype == "json":
-            return None
-        if dtype not in _TEXT_NAMES.values() and dtype not in _BLOB_NAMES.values():
-            return "another type"
+    if kind in _BLOBS and dtype != "json":
         return _text_misfit(col, down)
-    return None  # JSON, geometry, vector, compressed: the type family is the replica's check
-
-
-def _charset(name: str | None) -> str | None:
-    return None if name is None else _ALIASES.get(name.lower(), name.lower())
+    return None  # JSON, geometry, vector, compressed: their kind is all the map tells
 
 
 def _charsets(col: Column, down: DownstreamColumn) -> tuple[str, str, str | None]:
     """(upstream's set, downstream's set, why they do not go together): the upstream's as
-    logged, else the downstream's (rows logged without it are read as the downstream's)."""
-    there = _charset(down.charset) or "binary"
-    here = _charset(charset_of(col.collation)) if col.collation is not None else there
-    if here is None:
-        return there, there, "a character set binrelay does not know"
+    logged, else the downstream's (rows logged without it are read as the downstream's;
+    so are those of a collation binrelay does not know, whose bytes it passes on)."""
+    there = canonical_charset(down.charset) or "binary"
+    here = canonical_charset(charset_of(col.collation)) or there
     if here == there:
         return here, there, None
     if "binary" in (here, there):
         return here, there, ("bytes upstream, text downstream" if here == "binary"
                              else "text upstream, bytes downstream")
-    if there in _UNICODE or (here == "ascii") or (here, there) == ("utf8mb3", "utf8mb4"):
+    if there in _UNICODE or here == "ascii" or (there in _BMP and here not in _SUPPLEMENTARY):
         return here, there, None
     return here, there, f"{here} upstream, {there} downstream"
 
@@ -159,7 +172,7 @@ def _string_misfit(col: Column, down: DownstreamColumn) -> str | None:
     if wrong is not None:
         return wrong
     # CHAR and VARCHAR count characters; the table map gives the bytes of the longest value.
-    chars = col.length // _MBMAXLEN.get(here, 1)
+    chars = col.length // MBMAXLEN.get(here, 1)
     return None if down.char_length >= chars else "narrower"
 
 
@@ -170,9 +183,13 @@ def _text_misfit(col: Column, down: DownstreamColumn) -> str | None:
     here, there, wrong = _charsets(col, down)
     if wrong is not None:
         return wrong
-    # TEXT and BLOB count bytes: the most characters upstream, in the downstream's bytes.
-    if here != there and not (here == "ascii" or (here, there) == ("utf8mb3", "utf8mb4")):
-        longest = longest // _MBMINLEN.get(here, 1) * _MBMAXLEN.get(there, 1)
+    # TEXT and BLOB count bytes: the most characters upstream, in the downstream's bytes
+    # (the same bytes where one set's encoding is the other's: ascii into any set of
+    # single-byte ASCII, utf8mb3 into utf8mb4).
+    same_bytes = here == there or (here == "ascii" and MBMINLEN.get(there, 1) == 1) or \
+        (here, there) == ("utf8mb3", "utf8mb4")
+    if not same_bytes:
+        longest = longest // MBMINLEN.get(here, 1) * MBMAXLEN.get(there, 1)
     return None if down.octet_length >= longest else "narrower"
 
 
@@ -187,16 +204,14 @@ def upstream_type(col: Column) -> str:
     if kind == t.MYSQL_TYPE_BIT:
         return f"bit({col.bits})"
     if kind in _TEMPORAL_FSP:
-        name = {t.MYSQL_TYPE_TIME2: "time", t.MYSQL_TYPE_DATETIME2: "datetime",
-                t.MYSQL_TYPE_TIMESTAMP2: "timestamp"}[kind]
-        return f"{name}({col.fsp})" if col.fsp else name
-    if kind in _STRINGS:
+        return f"{_TEMPORAL[kind]}({col.fsp})" if col.fsp else _TEMPORAL[kind]
+    if kind in _VARYING or kind == t.MYSQL_TYPE_STRING:
         name = "char" if kind == t.MYSQL_TYPE_STRING else "varchar"
         if charset == "binary":
             return ("binary" if name == "char" else "varbinary") + f"({col.length})"
         if charset is None:
             return f"{name} of {col.length} bytes"
-        return f"{name}({col.length // _MBMAXLEN.get(_charset(charset) or '', 1)})" \
+        return f"{name}({col.length // MBMAXLEN.get(canonical_charset(charset) or '', 1)})" \
                f" character set {charset}"
     if kind in _BLOBS:
         if charset == "binary":

@@ -11,8 +11,9 @@ key, from the catalog (``TableRules.columns``, read while the sync is ``position
 
 A table map that does not fit the downstream table stops the sync, as a replica's SQL
 thread stops on a table definition that does not match (error 1677): fewer columns
-downstream than logged, or a column whose type is not the logged one's.  A downstream with
-more columns than logged is what a replica accepts too: they keep their defaults.
+downstream than logged, or a column that cannot hold the logged one's values
+(``column_fit``: of another kind, or narrower).  A downstream with more columns than logged
+is what a replica accepts too: they keep their defaults.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import replace
 
 from binrelay.apply.catalog import DownstreamColumn, TableColumns, TableRules
 from binrelay.apply.changes import TableRef
-from binrelay.apply.column_fit import misfit, upstream_type
+from binrelay.apply.column_fit import FAMILIES, misfit, upstream_type
 from binrelay.errors import NamelessRowsError, UnfaithfulApplyError
 from binrelay.rows import coltypes as t
 from binrelay.rows.charsets import collation_of_charset
@@ -35,51 +36,6 @@ from binrelay.rows.tablemap import (
 )
 
 __all__ = ["complete", "nameless"]
-
-_TEXT = frozenset({"tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob",
-                   "mediumblob", "longblob"})
-_GEOMETRY = frozenset({"geometry", "point", "linestring", "polygon", "multipoint",
-                       "multilinestring", "multipolygon", "geometrycollection"})
-
-#: The downstream types a column logged with each binlog type may have (a replica without
-#: type conversions (``slave_type_conversions``) takes the same type only).
-_TYPES: dict[int, frozenset[str]] = {
-    t.MYSQL_TYPE_TINY: frozenset({"tinyint"}),
-    t.MYSQL_TYPE_SHORT: frozenset({"smallint"}),
-    t.MYSQL_TYPE_INT24: frozenset({"mediumint"}),
-    t.MYSQL_TYPE_LONG: frozenset({"int"}),
-    t.MYSQL_TYPE_LONGLONG: frozenset({"bigint"}),
-    t.MYSQL_TYPE_FLOAT: frozenset({"float"}),
-    t.MYSQL_TYPE_DOUBLE: frozenset({"double"}),
-    t.MYSQL_TYPE_DECIMAL: frozenset({"decimal"}),
-    t.MYSQL_TYPE_NEWDECIMAL: frozenset({"decimal"}),
-    t.MYSQL_TYPE_BIT: frozenset({"bit"}),
-    t.MYSQL_TYPE_YEAR: frozenset({"year"}),
-    t.MYSQL_TYPE_DATE: frozenset({"date"}),
-    t.MYSQL_TYPE_NEWDATE: frozenset({"date"}),
-    t.MYSQL_TYPE_TIME: frozenset({"time"}),
-    t.MYSQL_TYPE_TIME2: frozenset({"time"}),
-    t.MYSQL_TYPE_DATETIME: frozenset({"datetime"}),
-    t.MYSQL_TYPE_DATETIME2: frozenset({"datetime"}),
-    t.MYSQL_TYPE_TIMESTAMP: frozenset({"timestamp"}),
-    t.MYSQL_TYPE_TIMESTAMP2: frozenset({"timestamp"}),
-    t.MYSQL_TYPE_VARCHAR: frozenset({"varchar", "varbinary"}),
-    t.MYSQL_TYPE_VAR_STRING: frozenset({"varchar", "varbinary"}),
-    # MariaDB's INET4, INET6 and UUID are fixed-length strings in the binlog.
-    t.MYSQL_TYPE_STRING: frozenset({"char", "binary", "inet4", "inet6", "uuid"}),
-    t.MYSQL_TYPE_VARCHAR_COMPRESSED: frozenset({"varchar", "varbinary"}),
-    t.MYSQL_TYPE_BLOB_COMPRESSED: _TEXT,
-    t.MYSQL_TYPE_ENUM: frozenset({"enum"}),
-    t.MYSQL_TYPE_SET: frozenset({"set"}),
-    t.MYSQL_TYPE_TINY_BLOB: _TEXT,
-    t.MYSQL_TYPE_MEDIUM_BLOB: _TEXT,
-    t.MYSQL_TYPE_LONG_BLOB: _TEXT,
-    # MariaDB's JSON is a LONGTEXT (logged as a BLOB); MySQL's JSON into MariaDB too.
-    t.MYSQL_TYPE_BLOB: _TEXT | {"json"},
-    t.MYSQL_TYPE_JSON: frozenset({"json", "longtext"}),
-    t.MYSQL_TYPE_GEOMETRY: _GEOMETRY,
-    t.MYSQL_TYPE_VECTOR: frozenset({"vector"}),
-}
 
 #: The SQL names of the integer types the binlog names otherwise (LONG is INT...).
 _SQL_NAMES = {t.MYSQL_TYPE_TINY: "TINYINT", t.MYSQL_TYPE_SHORT: "SMALLINT",
@@ -161,8 +117,7 @@ def _completed(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
     signed_logged = SIGNEDNESS in tm.metadata_fields
     columns = []
     for col, ds in zip(tm.columns, downstream, strict=False):
-        allowed = _TYPES.get(col.type)
-        if allowed is not None and ds.data_type not in allowed:
+        if col.type in FAMILIES and ds.data_type not in FAMILIES[col.type]:
             raise UnfaithfulApplyError(
                 f"column {col.index + 1} is {_SQL_NAMES.get(col.type, col.type_name)} in"
                 " the binlog, the downstream's"
@@ -170,8 +125,8 @@ def _completed(tm: TableMap, ref: TableRef, info: TableColumns) -> TableMap:
                 " without column names are applied by position", table=str(ref),
                 hint="give the downstream's table the upstream's columns, in its order, or"
                      " set binlog_row_metadata = FULL on the upstream")
-        columns.append(_column(col, ds.name, ds.unsigned, ds.charset, signed_logged))
         _fits(ref, col, ds, signed_logged)
+        columns.append(_column(col, ds.name, ds.unsigned, ds.charset, signed_logged))
     keyed = SIMPLE_PRIMARY_KEY in tm.metadata_fields or \
         PRIMARY_KEY_WITH_PREFIX in tm.metadata_fields
     if keyed:

@@ -105,6 +105,18 @@ def charset_of(collation_id: int | None) -> str | None:
 #: Older names of character sets (MySQL 5.7 and MariaDB before 10.6 say ``utf8``).
 _ALIASES = {"utf8": "utf8mb3"}
 
+#: Bytes of a character at most and at least, per character set (the server's mbmaxlen,
+#: mbminlen); a set not listed takes one byte per character.
+MBMAXLEN = {"big5": 2, "cp932": 2, "sjis": 2, "ujis": 3, "eucjpms": 3, "euckr": 2,
+            "gb2312": 2, "gbk": 2, "gb18030": 4, "ucs2": 2, "utf16": 4, "utf16le": 4,
+            "utf32": 4, "utf8mb3": 3, "utf8mb4": 4}
+MBMINLEN = {"ucs2": 2, "utf16": 2, "utf16le": 2, "utf32": 4}
+
+
+def canonical_charset(name: str | None) -> str | None:
+    """A character set's name as this module spells it (``utf8`` is ``utf8mb3``)."""
+    return None if name is None else _ALIASES.get(name.lower(), name.lower())
+
 
 def collation_of_charset(charset: str | None) -> int | None:
     """A collation id of ``charset`` (its first), for a column whose character set is known
@@ -112,7 +124,7 @@ def collation_of_charset(charset: str | None) -> int | None:
     collation.  None when the name is unknown."""
     if charset is None:
         return None
-    entries = _IDS.get(_ALIASES.get(charset.lower(), charset.lower()))
+    entries = _IDS.get(canonical_charset(charset))
     if not entries:
         return None
     first = entries[0]

@@ -113,6 +113,10 @@ class TaskContext:
     #: What the downstream catalog says about writing each table.
     rules: TableRules = field(default_factory=TableRules)
 
+    def __post_init__(self) -> None:
+        # Computed once where the context is made (the driver), pickled with the rules.
+        _ = self.rules.routing
+
 
 @task_errors
 def apply_task(ctx: TaskContext, index: int, records: Iterator[Record]
