@@ -43,7 +43,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from binrelay.apply.changes import TableRef
@@ -94,6 +94,14 @@ class DownstreamColumn:
     #: Computed by the server (a generated column, a period's row start or end).
     generated: bool = False
     nullable: bool = True
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Every table's columns travel with every Spark task: as a plain tuple of fields
+        # they unpickle several times faster than a slotted dataclass's state.
+        return DownstreamColumn, tuple(getattr(self, f) for f in _COLUMN_FIELDS)
+
+
+_COLUMN_FIELDS = tuple(f.name for f in fields(DownstreamColumn))
 
 
 @dataclass(frozen=True, slots=True)
