@@ -227,7 +227,7 @@ def read_rules(conn: Any, *, exclude_schemas: Iterable[str] = (),
     ``positional``: the rules name the columns of rows logged without names."""
     skip = tuple(sorted(SYSTEM_SCHEMAS | set(exclude_schemas)))
     with conn.cursor() as cur:
-        read = _read(cur, _Everywhere(skip))
+        read = _read(cur, _Everywhere(skip), positional=positional)
         cur.execute("SELECT @@global.max_allowed_packet")
         (packet,) = cur.fetchone()
     conn.commit()
@@ -319,16 +319,19 @@ class _Named:
         return sql, tuple(p for t in tables for p in (t.schema, t.table))
 
 
-def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True) -> tuple[
+def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
+          positional: bool = False) -> tuple[
         dict[TableRef, set[str]], dict[TableRef, tuple[str, str]], set[TableRef],
         set[TableRef], list[tuple[TableRef, TableRef]], tuple[Trigger, ...],
         dict[TableRef, int], dict[TableRef, TableColumns]]:
     """The catalog's facts :class:`TableRules` holds, for the tables ``where`` selects (in
     one round trip on a connection that runs scripts), their columns among them."""
     # Rows logged for the mysql schema's tables (time zones, a dump's grants...) are
-    # applied as any others: their columns are read too.
+    # applied as any others: by position they need its tables' columns.  Else they are
+    # the server's own (the same definitions on a replica), and left out: every table's
+    # columns travel with each Spark task, and the mysql schema's are hundreds.
     rows_where = replace(where, skip=tuple(s for s in where.skip if s != "mysql")) \
-        if isinstance(where, _Everywhere) else where
+        if isinstance(where, _Everywhere) and positional else where
     where_skip = frozenset(where.skip) if isinstance(where, _Everywhere) else frozenset()
     asked = {
         "columns": rows_where.select(
