@@ -264,3 +264,18 @@ def test_a_replace_is_unsafe_where_a_downstream_unique_key_lacks_a_key_column() 
     assert rules({"id"}).replace_unsafe(TableRef("App", "Users"), ("id", "region"))
     assert rules({"name(10)"}).replace_unsafe(TableRef("App", "Users"), ("name",))
     assert not TableRules().replace_unsafe(TableRef("App", "Users"), ("id",))
+
+
+def test_rules_read_again_after_a_create_table_read_alike() -> None:
+    """A read stage made before a DDL serves after it when the rules read again only know
+    the columns of a table the DDL made, with one unique key at most."""
+    old = TableRules(columns={TableRef("s", "a"): TableColumns((), unique=(frozenset({"id"}),))})
+    made = TableColumns((), unique=(frozenset({"id"}),))
+    assert old.reads_alike(old)
+    assert old.reads_alike(replace(old, columns={**old.columns, TableRef("s", "b"): made}))
+    two_keys = TableColumns((), unique=(frozenset({"id"}), frozenset({"email"})))
+    assert not old.reads_alike(replace(old, columns={**old.columns,
+                                                     TableRef("s", "b"): two_keys}))
+    assert not old.reads_alike(replace(old, columns={TableRef("s", "a"): two_keys}))
+    assert not old.reads_alike(replace(old, columns={}))
+    assert not old.reads_alike(replace(old, positional=True))

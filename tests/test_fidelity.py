@@ -1386,8 +1386,6 @@ _MISFITS = {
     "binary": ("MODIFY b VARCHAR(8)", "(bytes upstream, text downstream)"),
     "text": ("MODIFY tx TINYTEXT CHARACTER SET latin1", "and tinytext downstream (narrower)"),
     "type": ("MODIFY i VARCHAR(20)", "column 'i' is int in the binlog and varchar(20)"),
-    "not-null": ("MODIFY v VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL",
-                 "(NULL in the binlog, NOT NULL downstream)"),
 }
 #: Logged by position, a column's bytes are read as the downstream's type says (80 bytes
 #: are 80 latin1 characters, an INT is UNSIGNED), and an ENUM's index or a string's bytes go
@@ -1423,6 +1421,36 @@ def test_a_downstream_column_that_cannot_hold_the_logged_values_stops_with_one_l
     with pytest.raises(UnfaithfulApplyError, match=re.escape(said)):
         env.sync(spark)
     assert env.downstream.scalar("SELECT COUNT(*) FROM app.c") == 0
+
+
+@pytest.mark.parametrize("path", ["spark", "driver"])
+def test_a_null_into_a_column_only_the_downstream_has_not_null_stops(
+        mariadb_factory, tmp_path: Path, spark, path: str) -> None:
+    """A replica stores the column's default for it, a multi-row statement under the
+    applier's sql_mode the type's zero: neither is the upstream's row.  The table map's
+    null bit is no guide (every column of an outer join's inner table has it, the key's
+    too): rows of a multi-table DELETE and UPDATE through a LEFT JOIN go in, the NULL
+    value stops the sync."""
+    sync = {} if path == "spark" else {"driver-batch-bytes": 1 << 30}
+    env = make_env(mariadb_factory, tmp_path, sync=sync)
+    env.run([SCHEMA, "CREATE TABLE app.p (id INT PRIMARY KEY, v INT)",
+             "CREATE TABLE app.q (id INT PRIMARY KEY, v INT)",
+             "INSERT INTO app.p VALUES (1, 1), (2, 2), (3, 3)",
+             "INSERT INTO app.q VALUES (1, 10), (2, 20)"])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute("ALTER TABLE app.q MODIFY v INT NOT NULL")
+    env.run(["UPDATE app.p LEFT JOIN app.q ON p.id = q.id SET q.v = q.v + 1 WHERE p.id < 3",
+             "DELETE app.q FROM app.p LEFT JOIN app.q ON p.id = q.id WHERE p.id = 2"])
+    env.relay()
+    env.sync(spark)
+    assert env.downstream.execute("SELECT * FROM app.q") == ((1, 11),)
+    env.run(["INSERT INTO app.q VALUES (5, 50), (6, NULL)"])
+    env.relay()
+    with pytest.raises(UnfaithfulApplyError, match="a NULL for column 'v', which the"
+                                                   " downstream's table has NOT NULL"):
+        env.sync(spark)
+    assert env.downstream.execute("SELECT * FROM app.q") == ((1, 11),)
 
 
 def test_a_wider_downstream_column_takes_the_values_unchanged(mariadb_factory,

@@ -187,6 +187,20 @@ class TableRules:
             *self.sequences, *self.columns,
             *self.fk_group, *(t for link in self.links for t in link)))
 
+    def reads_alike(self, other: TableRules) -> bool:
+        """Whether what a read stage makes with these rules is what it makes with ``other``
+        (rules read again after a DDL): equal, or ``other`` knows only more tables' columns,
+        each with one unique key at most (a table the DDL made: its rows are routed by key
+        under both, and its columns, the upstream's own, need no check)."""
+        if self == other:
+            return True
+        if replace(self, columns={}) != replace(other, columns={}):
+            return False
+        mine = self.columns
+        return all(t in other.columns for t in mine) and all(
+            mine[t] == c if t in mine else len(c.unique) <= 1
+            for t, c in other.columns.items())
+
     def group_of(self, table: TableRef) -> TableRef | None:
         return self.fk_group.get(table)
 

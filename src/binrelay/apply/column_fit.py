@@ -15,9 +15,10 @@ into ``utf8mb4``, more fractional digits) holds every value unchanged, and is ac
 an operator who widens a column downstream expects.  What the table map does not tell
 (a FLOAT's ``(M,D)``, which the downstream's may round to; a geometry's subtype, which the
 server refuses to store in another; an ENUM's members when they are not logged, whose index
-is stored, as a replica stores it) is not checked.  A column that allows NULL goes only into
-one that does: a NULL into a NOT NULL column is stored as the type's zero by a multi-row
-statement under the applier's sql_mode (a replica stores the column's default).
+is stored, as a replica stores it) is not checked.  Nor is NULL: the table map's null bit
+says a column *may* be NULL in this statement (every column of the inner table of an outer
+join is), not that the upstream's column allows it; a NULL value into a NOT NULL column is
+stopped where it is met (``spark.compact.table_shape``).
 
 Pure: a :class:`~binrelay.rows.tablemap.Column` and a
 :class:`~binrelay.apply.catalog.DownstreamColumn` in, the reason it does not fit out.
@@ -106,8 +107,6 @@ def misfit(col: Column, down: DownstreamColumn, *, signedness_logged: bool) -> s
         return None  # a type binrelay does not know: its decoder says so
     if dtype not in family:
         return ANOTHER_TYPE
-    if col.nullable and not down.nullable:
-        return "NULL in the binlog, NOT NULL downstream"
     if signedness_logged and kind in t.NUMERIC_TYPES and not col.unsigned \
             and down.unsigned:
         return "UNSIGNED downstream: negative values do not fit"
@@ -139,9 +138,8 @@ def misfit(col: Column, down: DownstreamColumn, *, signedness_logged: bool) -> s
             return None
         return f"no member {missing[0]!r}"
     if dtype in _OWN_STRING_TYPES:
-        return None if col.length == _OWN_STRING_TYPES[dtype] else ANOTHER_TYPE
-    if kind in _VARYING and dtype in ("char", "binary"):
-        return ANOTHER_TYPE
+        binary = col.collation is None or charset_of(col.collation) in (None, "binary")
+        return None if binary and col.length == _OWN_STRING_TYPES[dtype] else ANOTHER_TYPE
     if kind in _VARYING or kind == t.MYSQL_TYPE_STRING:
         return _string_misfit(col, down)
     if kind in _BLOBS and dtype != "json":

@@ -46,7 +46,7 @@ from binrelay.apply.plan import (
     partitioner,
 )
 from binrelay.apply.positional import complete, nameless
-from binrelay.errors import BinlogFormatError, ChangeError
+from binrelay.errors import BinlogFormatError, ChangeError, UnfaithfulApplyError
 from binrelay.position import SubdirName, binlog_sort_key
 from binrelay.rows.decoder import image_decoders
 from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, OP_CODES, row_images
@@ -318,11 +318,46 @@ def table_shape(tm: Any, rules: TableRules, *, by_name: bool = True
             full = full_convert(image)
             return None if full is None else tuple([full[i] for i in keep])
 
+    strict = _not_null(tm, rules, ref, columns)
+    if strict:
+        checked = convert
+
+        def convert(image: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+            out = checked(image)
+            if out is not None:
+                for i in strict:
+                    if out[i] is None:
+                        raise _null_into_not_null(ref, columns[i])
+            return out
+
     period = rules.period(ref, columns)
     if period is not None:
         key = tuple(k for k in key if k not in period)
     traits = {"period": period, "sequence": ref in rules.sequences}
     return (ref, columns, key), convert, traits
+
+
+def _not_null(tm: Any, rules: TableRules, ref: TableRef, columns: tuple[str, ...]
+              ) -> tuple[int, ...]:
+    """Indexes of ``columns`` the table map says may be NULL and the downstream has NOT
+    NULL: a NULL there would be stored as the type's zero by a multi-row statement under
+    the applier's sql_mode (a replica stores the column's default); binrelay stops."""
+    info = rules.columns_of(ref)
+    if info is None:
+        return ()
+    down = {c.name.lower(): c for c in info.columns if not c.nullable and not c.generated}
+    if not down:
+        return ()
+    may_be_null = {c.name.lower() for c in tm.columns if c.nullable and c.name is not None}
+    return tuple(i for i, name in enumerate(columns)
+                 if name.lower() in down and name.lower() in may_be_null)
+
+
+def _null_into_not_null(ref: TableRef, column: str) -> UnfaithfulApplyError:
+    return UnfaithfulApplyError(
+        f"a NULL for column {column!r}, which the downstream's table has NOT NULL: a replica"
+        " would store the column's default, binrelay stops rather than invent the value",
+        table=str(ref), hint="let the downstream's column take NULL, as the upstream's does")
 
 
 def _fk_checks(where: Any) -> bool:

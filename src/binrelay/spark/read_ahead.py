@@ -9,8 +9,9 @@ reads: that job finds the stage done (or running, and waits for it), not a copy.
 
 What a read stage writes depends only on the partitions, the task count and the catalog's
 rules (``compact_segment``), all in :class:`ReadAhead`; a DDL of the barrier batch may
-change the rules, so a read stage started ahead is used only when they are still equal,
-and otherwise cancelled and run again.
+change the rules, so a read stage started ahead is used only when they still read alike
+(``TableRules.reads_alike``: equal, or only the columns of tables the DDL made added), and
+otherwise cancelled and run again.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class ReadAhead:
 
     def serves(self, segments: list[Segment], tasks: int, rules: TableRules) -> bool:
         return self.segments == tuple(segments) and self.tasks == tasks and \
-            self.rules == rules
+            self.rules.reads_alike(rules)
 
     def cancel(self) -> None:
         try:
