@@ -279,3 +279,7 @@ def test_rules_read_again_after_a_create_table_read_alike() -> None:
     assert not old.reads_alike(replace(old, columns={TableRef("s", "a"): two_keys}))
     assert not old.reads_alike(replace(old, columns={}))
     assert not old.reads_alike(replace(old, positional=True))
+    # By position a new table's columns name its rows.
+    by_position = replace(old, positional=True)
+    assert not by_position.reads_alike(replace(by_position, columns={
+        **old.columns, TableRef("s", "b"): made}))

@@ -191,10 +191,11 @@ class TableRules:
         """Whether what a read stage makes with these rules is what it makes with ``other``
         (rules read again after a DDL): equal, or ``other`` knows only more tables' columns,
         each with one unique key at most (a table the DDL made: its rows are routed by key
-        under both, and its columns, the upstream's own, need no check)."""
+        under both, and its columns, the upstream's own, need no check).  Rows by position
+        need every table's columns: equal rules only then."""
         if self == other:
             return True
-        if replace(self, columns={}) != replace(other, columns={}):
+        if self.positional or replace(self, columns={}) != replace(other, columns={}):
             return False
         mine = self.columns
         return all(t in other.columns for t in mine) and all(
