@@ -263,6 +263,11 @@ def test_a_replace_is_unsafe_where_a_downstream_unique_key_lacks_a_key_column() 
     # A narrower primary key, or one on a prefix of the key's column.
     assert rules({"id"}).replace_unsafe(TableRef("App", "Users"), ("id", "region"))
     assert rules({"name(10)"}).replace_unsafe(TableRef("App", "Users"), ("name",))
+    # No key downstream, or a wider one: a REPLACE would keep the row's old version.
+    assert rules().replace_unsafe(TableRef("App", "Users"), ("id",))
+    assert rules({"id", "region"}).replace_unsafe(TableRef("App", "Users"), ("id",))
+    assert not rules({"id", "region"}).replace_unsafe(TableRef("App", "Users"),
+                                                      ("region", "id"))
     assert not TableRules().replace_unsafe(TableRef("App", "Users"), ("id",))
 
 
@@ -283,3 +288,31 @@ def test_rules_read_again_after_a_create_table_read_alike() -> None:
     by_position = replace(old, positional=True)
     assert not by_position.reads_alike(replace(by_position, columns={
         **old.columns, TableRef("s", "b"): made}))
+
+
+def test_text_columns_carry_their_collation_and_the_id_a_table_map_logs(mariadb) -> None:
+    """Names as the column shows them (MariaDB 10.10+ spells its UCA 14 ones in full, with
+    ids of their own), ids as the server numbers them; none for other types."""
+    conn = mariadb.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE coll")
+            cur.execute("CREATE TABLE coll.t (a VARCHAR(4) COLLATE utf8mb4_bin PRIMARY KEY,"
+                        " b CHAR(2) COLLATE latin1_swedish_ci, c TEXT COLLATE"
+                        " utf8mb4_uca1400_nopad_ai_ci, d VARBINARY(4), e INT)")
+            cur.execute("SELECT FULL_COLLATION_NAME, ID FROM"
+                        " information_schema.COLLATION_CHARACTER_SET_APPLICABILITY")
+            ids = dict(cur.fetchall())
+        rules = read_rules(conn, exclude_schemas=("binrelay",))
+        info = rules.columns_of(TableRef("coll", "t"))
+        assert info is not None
+        got = [(c.name, c.collation, c.collation_id) for c in info.columns]
+        assert got == [("a", "utf8mb4_bin", 46), ("b", "latin1_swedish_ci", 8),
+                       ("c", "utf8mb4_uca1400_nopad_ai_ci",
+                        ids["utf8mb4_uca1400_nopad_ai_ci"]),
+                       ("d", None, None), ("e", None, None)]
+        assert ids["utf8mb4_uca1400_nopad_ai_ci"] >= 2048
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS coll")
+        conn.close()

@@ -597,6 +597,96 @@ def test_a_unique_key_only_the_downstream_has_stops_where_a_replica_stops(
     assert env.downstream.execute("SELECT * FROM app.k") == (before or ())
 
 
+@pytest.mark.parametrize("downstream_key", [
+    "DROP PRIMARY KEY", "DROP PRIMARY KEY, ADD PRIMARY KEY (id, r)",
+    "DROP PRIMARY KEY, ADD UNIQUE (r, id)"], ids=["none", "wider-primary-key", "wider-unique"])
+@pytest.mark.parametrize("path", ["spark", "driver"])
+def test_a_key_the_downstream_lacks_or_widens_keeps_one_row_per_upstream_key(
+        mariadb_factory, tmp_path: Path, spark, downstream_key: str, path: str) -> None:
+    """A downstream table with no unique key within the upstream's key (none, or one with a
+    column more): a REPLACE of a row's new version would not meet its old one, and both
+    would stay; a replica finds the old row by its before image.  Each key's row is
+    deleted, then its final image inserted."""
+    sync = {"tasks": 4} if path == "spark" else {"driver-batch-bytes": 1 << 30}
+    env = make_env(mariadb_factory, tmp_path, sync=sync)
+    env.run([SCHEMA, "CREATE TABLE app.w (id INT PRIMARY KEY, r CHAR(1) NOT NULL, v INT)"])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute("ALTER TABLE app.w " + downstream_key)
+    env.run(["INSERT INTO app.w VALUES " + ", ".join(f"({i}, 'a', {i})" for i in range(300))])
+    env.relay()
+    env.sync(spark)
+    env.run(["UPDATE app.w SET r = 'b', v = v + 1 WHERE id % 2 = 0",
+             "UPDATE app.w SET v = 7 WHERE id % 3 = 0", "DELETE FROM app.w WHERE id % 5 = 0",
+             "INSERT INTO app.w VALUES (1000, 'c', 1), (1001, 'c', 2)",
+             "UPDATE app.w SET r = 'd' WHERE id = 1000"])
+    env.relay()
+    env.sync(spark)
+    assert_converged(env)
+
+
+@pytest.mark.parametrize("metadata, path", [("FULL", "spark"), ("FULL", "driver"),
+                                            ("MINIMAL", "spark")])
+@pytest.mark.parametrize("upstream, downstream, values", [
+    ("utf8mb4_bin", "utf8mb4_general_ci", ("a", "A")),
+    ("utf8mb4_nopad_bin", "utf8mb4_bin", ("b", "b ")),
+], ids=["case", "trailing-space"])
+def test_a_key_the_downstream_compares_more_leniently_stops_where_a_replica_stops(
+        mariadb_factory, tmp_path: Path, spark, metadata: str, path: str, upstream: str,
+        downstream: str, values: tuple[str, str]) -> None:
+    """Two keys the upstream's collation tells apart and the downstream's does not: a
+    replica stops on the second row (1062); a REPLACE of it would delete the first row, in
+    the same batch or a later one.  The table is replayed in order (its rows by INSERT),
+    which stops there too, the batch's rows not kept.  With MINIMAL metadata the rows are
+    applied by position and the collations are logged all the same."""
+    sync = {"tasks": 4} if path == "spark" else {"driver-batch-bytes": 1 << 30}
+    env = make_env(mariadb_factory, tmp_path, sync=sync,
+                   upstream_args=(f"--binlog-row-metadata={metadata}",))
+    env.run([SCHEMA, f"CREATE TABLE app.c (k VARCHAR(8) COLLATE {upstream} PRIMARY KEY,"
+                     " v INT)", "CREATE TABLE app.other (id INT PRIMARY KEY, v INT)"])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute(f"ALTER TABLE app.c MODIFY k VARCHAR(8) COLLATE {downstream}")
+    env.run([f"INSERT INTO app.c VALUES ('{values[0]}', 1)",
+             "INSERT INTO app.other VALUES (1, 1)"])
+    env.relay()
+    env.sync(spark)
+    before = env.downstream.execute("SELECT k, v FROM app.c")
+    assert before == ((values[0], 1),)
+    # The first row untouched by the batch (keys of one batch that fold together are
+    # replayed in order anyway).
+    env.run([f"INSERT INTO app.c VALUES ('{values[1]}', 2)", "UPDATE app.other SET v = 2"])
+    env.relay()
+    with pytest.raises(DownstreamRowError, match="Duplicate entry"):
+        env.sync(spark)
+    assert env.downstream.execute("SELECT k, v FROM app.c") == before
+    env.run(["UPDATE app.c SET v = v + 10"])
+    env.relay()
+    with pytest.raises(DownstreamRowError, match="Duplicate entry"):
+        env.sync(spark)
+    assert env.downstream.execute("SELECT k, v FROM app.c") == before
+
+
+def test_a_key_the_downstream_compares_more_strictly_converges(
+        mariadb_factory, tmp_path: Path, spark) -> None:
+    """A downstream key column that tells apart what the upstream's does not (``_bin`` for
+    ``_ci``) takes the upstream's rows as they are, keys changing case included."""
+    env = make_env(mariadb_factory, tmp_path, sync={"tasks": 4})
+    env.run([SCHEMA, "CREATE TABLE app.c (k VARCHAR(8) COLLATE utf8mb4_general_ci PRIMARY"
+                     " KEY, v INT)"])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute("ALTER TABLE app.c MODIFY k VARCHAR(8) COLLATE utf8mb4_bin")
+    env.run(["INSERT INTO app.c VALUES " + ", ".join(f"('k{i}', {i})" for i in range(200))])
+    env.relay()
+    env.sync(spark)
+    env.run(["UPDATE app.c SET k = UPPER(k) WHERE v % 3 = 0",
+             "UPDATE app.c SET v = v + 1000 WHERE v % 2 = 0", "DELETE FROM app.c WHERE v < 10"])
+    env.relay()
+    env.sync(spark)
+    assert_converged(env)
+
+
 def test_unique_keys_of_both_sides_keep_their_rows_under_every_apply_path(
         mariadb_factory, tmp_path: Path, spark, monkeypatch) -> None:
     """The unique-key swaps written by INSERT after deletes, by the driver and after

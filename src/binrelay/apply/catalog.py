@@ -42,13 +42,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from binrelay.apply.changes import TableRef
 from binrelay.apply.ddl_journal import sql_words, statement_names
-from binrelay.apply.downstream import query_rows
+from binrelay.apply.downstream import mariadb_at_least, query_rows
 from binrelay.apply.sql import created_table, ddl_kind, rename_pairs, statement_proper
 from binrelay.errors import UnfaithfulApplyError
 
@@ -94,6 +95,11 @@ class DownstreamColumn:
     #: Computed by the server (a generated column, a period's row start or end).
     generated: bool = False
     nullable: bool = True
+    #: A text column's collation (``utf8mb4_general_ci``...) and its id, as a table map
+    #: numbers them (None where the server's list lacks the name): which values the
+    #: downstream takes for one key value.
+    collation: str | None = None
+    collation_id: int | None = None
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Every table's columns travel with every Spark task: as a plain tuple of fields
@@ -159,15 +165,18 @@ class TableRules:
 
     def replace_unsafe(self, table: TableRef, key_columns: Iterable[str]) -> bool:
         """Whether a REPLACE of the table's rows by ``key_columns`` (the upstream's key) may
-        delete another row than the one of its key: the downstream has a unique key that
-        does not hold every one of them (one the upstream may not have).  Such a table's
-        rows are written by INSERT after their keys' deletes, by one task, so that the
-        downstream's keys stop what they stop on a replica (``docs/apply.md``)."""
+        delete another row than the one of its key, or keep the row it replaces: the
+        downstream has a unique key that does not hold every one of them (one the upstream
+        may not have), or none within them (no key, or a wider one: the row's old version
+        would stay beside the new).  Such a table's rows are written by INSERT after their
+        keys' deletes, by one task, so that the downstream's keys stop what they stop on a
+        replica (``docs/apply.md``)."""
         info = self.columns_of(table)
-        if info is None or not info.unique:
+        if info is None:
             return False
         need = {c.lower() for c in key_columns}
-        return bool(need) and any(not need <= k for k in info.unique)
+        return bool(need) and (any(not need <= k for k in info.unique)
+                               or not any(k <= need for k in info.unique))
 
     @functools.cached_property
     def routing(self) -> str:
@@ -353,8 +362,8 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
             "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,"
             " CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH,"
             " NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, IS_GENERATED,"
-            " GENERATION_EXPRESSION, IS_NULLABLE", "COLUMNS", "1", "TABLE_SCHEMA",
-            "TABLE_NAME"),
+            " GENERATION_EXPRESSION, IS_NULLABLE, COLLATION_NAME", "COLUMNS", "1",
+            "TABLE_SCHEMA", "TABLE_NAME"),
         "tables": where.select(
             "TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, ENGINE", "TABLES",
             "(TABLE_TYPE IN ('SYSTEM VERSIONED', 'SEQUENCE') OR ENGINE IN ('MEMORY', 'HEAP'))",
@@ -369,14 +378,20 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
         # table, which "tables" lists, and which has no hidden column).
         "keys": rows_where.select(
             "TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX, SUB_PART,"
-            " INDEX_TYPE", "STATISTICS", "NON_UNIQUE = 0", "TABLE_SCHEMA", "TABLE_NAME")}
+            " INDEX_TYPE", "STATISTICS", "NON_UNIQUE = 0", "TABLE_SCHEMA", "TABLE_NAME"),
+        "collations": None if cur.connection.server_version in _COLLATION_IDS
+        else _collations_query(cur.connection.server_version)}
     queries = {name: q for name, q in asked.items() if q is not None}
     answers = dict(zip(queries, query_rows(cur, list(queries.values())), strict=True))
+    if "collations" in answers:
+        _COLLATION_IDS[cur.connection.server_version] = {
+            str(name): int(i) for name, i in answers["collations"] if i is not None}
+    ids = _COLLATION_IDS[cur.connection.server_version]
     generated: dict[TableRef, set[str]] = {}
     periods: dict[TableRef, dict[str, str]] = {}
     by_trx = set()
     for (schema, table, column, _o, data_type, _ct, _cs, _cl, _ol, _p, _s, _f, is_generated,
-         expression, _n) in answers.get("columns", ()):
+         expression, _n, _co) in answers.get("columns", ()):
         if is_generated != "ALWAYS" or (schema in where_skip):
             continue
         ref = TableRef(schema, table)
@@ -419,7 +434,8 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
         elif index_type == "HASH" and int(seq) == 1 and ref not in memory \
                 and schema not in where_skip:
             hashes[ref] = hashes.get(ref, 0) + 1
-    columns = _table_columns(answers.get("columns", ()), primary, versioned, hashes, unique)
+    columns = _table_columns(answers.get("columns", ()), primary, versioned, hashes, unique,
+                             ids)
     return generated, versioned, by_trx, sequences, links, found, hashes, columns
 
 
@@ -430,23 +446,31 @@ _BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblo
 
 def _table_columns(listing: Iterable[tuple[Any, ...]], primary: Iterable[tuple[Any, ...]],
                    versioned: dict[TableRef, tuple[str, str]],
-                   hashes: dict[TableRef, int], unique: dict[TableRef, dict[str, set[str]]]
+                   hashes: dict[TableRef, int], unique: dict[TableRef, dict[str, set[str]]],
+                   collation_ids: dict[str, int] | None = None
                    ) -> dict[TableRef, TableColumns]:
     """Each table's columns in order, its primary key and unique keys, from the catalog's
     rows, with the columns the catalog does not show and the binlog logs: an implicit
     period's, the long unique keys' hashes."""
     listed: dict[TableRef, list[tuple[int, DownstreamColumn]]] = {}
+    ids = collation_ids or {}
     for (schema, table, name, ordinal, data_type, column_type, charset, char_length,
-         octet_length, precision, scale, fsp, is_generated, _e, nullable) in listing:
+         octet_length, precision, scale, fsp, is_generated, _e, nullable, collation
+         ) in listing:
         kind = str(data_type).lower()
         if charset is None and kind in _BINARY_TYPES:
             charset = "binary"
+        if collation is not None:
+            # Interned: the tasks' copy of the rules pickles each name once.
+            collation = sys.intern(str(collation))
+            charset = sys.intern(str(charset))
         spelled = str(column_type)
         listed.setdefault(TableRef(schema, table), []).append((int(ordinal), DownstreamColumn(
             name, kind, "unsigned" in spelled.lower(), charset, spelled, _int(char_length),
             _int(octet_length), _int(precision), _int(scale), _int(fsp),
             _members(spelled) if kind in ("enum", "set") else None,
-            is_generated == "ALWAYS", nullable == "YES")))
+            is_generated == "ALWAYS", nullable == "YES", collation,
+            None if collation is None else ids.get(collation))))
     keys: dict[TableRef, list[tuple[int, str, int]]] = {}
     for schema, table, name, seq, sub_part in primary:
         keys.setdefault(TableRef(schema, table), []).append((int(seq), name, int(sub_part or 0)))
@@ -470,6 +494,20 @@ def _table_columns(listing: Iterable[tuple[Any, ...]], primary: Iterable[tuple[A
                                 tuple(sorted((frozenset(k) for k in unique.get(ref, {}).values()),
                                              key=sorted)))
     return out
+
+
+#: Each server version's collation ids by name (its list, the same for every read).
+_COLLATION_IDS: dict[str, dict[str, int]] = {}
+
+
+def _collations_query(server_version: str) -> tuple[str, tuple[()]]:
+    """The server's collation names with their ids: MariaDB 10.10+ names its UCA 14
+    collations in full (``utf8mb4_uca1400_ai_ci``, what a column shows) only in
+    COLLATION_CHARACTER_SET_APPLICABILITY, which older servers and MySQL give no ids."""
+    if mariadb_at_least(server_version, (10, 10, 1)):
+        return ("SELECT FULL_COLLATION_NAME, ID FROM"
+                " information_schema.COLLATION_CHARACTER_SET_APPLICABILITY", ())
+    return "SELECT COLLATION_NAME, ID FROM information_schema.COLLATIONS", ()
 
 
 def _int(value: Any) -> int | None:

@@ -96,9 +96,9 @@ class Downstream:
                 cur.execute(
                     "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s"
                     + (", check_constraint_checks = 0"
-                       if _mariadb_at_least(conn.server_version, (10, 2, 1)) else "")
+                       if mariadb_at_least(conn.server_version, (10, 2, 1)) else "")
                     + (", system_versioning_alter_history = 'KEEP'"
-                       if _mariadb_at_least(conn.server_version, (10, 3, 4)) else ""),
+                       if mariadb_at_least(conn.server_version, (10, 3, 4)) else ""),
                     (REPLICA_SQL_MODE,))
             conn.commit()
         except pymysql.MySQLError as exc:
@@ -198,7 +198,7 @@ def query_rows(cur: Any, queries: Sequence[Query]) -> list[tuple[Any, ...]]:
         raise exc.error from None
 
 
-def _mariadb_at_least(server_version: str, version: tuple[int, int, int]) -> bool:
+def mariadb_at_least(server_version: str, version: tuple[int, int, int]) -> bool:
     """Whether the server is MariaDB ``version`` or later: 10.2.1 has CHECK constraints
     (``check_constraint_checks``), 10.3.4 system-versioned tables (and their session
     variables)."""

@@ -50,6 +50,9 @@ __all__ = [
 NO_KEY = "no primary or NOT NULL unique key"
 PARTIAL_IMAGE = "partial row image (binlog_row_image MINIMAL/NOBLOB)"
 FOLDED_KEYS = "key values that a case/accent/pad-insensitive collation may treat as equal"
+LENIENT_KEY = ("a key column the downstream compares more leniently than the upstream (its"
+               " collation): replayed in order, so that two upstream keys it takes for one"
+               " stop as on a replica")
 FORCED = "routed to an ordered task by the caller"
 VERSIONED = ("system-versioned (its history rows follow from the order of its changes:"
              " replayed in relay order)")

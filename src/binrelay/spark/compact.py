@@ -34,9 +34,11 @@ from typing import Any
 
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import ABSENT, DELETE, INSERT, UPDATE, Change, TableRef
+from binrelay.apply.key_collation import lenient_key
 from binrelay.apply.plan import (
     FK_LINKED,
     FOLDED_KEYS,
+    LENIENT_KEY,
     NO_KEY,
     PARTIAL_IMAGE,
     VERSIONED,
@@ -80,7 +82,7 @@ class _Table:
 
 
 #: Reasons known from the table alone, the same in every partition of a batch.
-_STATIC = frozenset({NO_KEY, FK_LINKED, VERSIONED})
+_STATIC = frozenset({NO_KEY, FK_LINKED, VERSIONED, LENIENT_KEY})
 
 
 _PLAIN = frozenset((int, str, bytes))
@@ -282,6 +284,10 @@ def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules,
             table.reason = VERSIONED
         elif not shape[2]:
             table.reason = NO_KEY
+        else:
+            info = rules.columns_of(ref)
+            if info is not None and lenient_key(tm, info) is not None:
+                table.reason = LENIENT_KEY
         by_ref[ref] = table
     elif table.shape != shape:
         # DDL is a barrier: one definition per table in a batch.

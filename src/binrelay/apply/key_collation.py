@@ -1,0 +1,75 @@
+"""Whether the downstream may take two of the upstream's key values for one row.
+
+A unique key compares text by its column's collation: under ``utf8mb4_general_ci``
+``'a'`` and ``'A'`` are one key, under ``utf8mb4_bin`` two, and under a PAD SPACE
+collation ``'a'`` and ``'a '`` are one.  When the downstream's key column compares more
+leniently than the upstream's (``utf8mb4_bin`` upstream, ``_ci`` downstream), two upstream
+rows may be one downstream row: a replica's write of the second stops on a duplicate key
+(error 1062).  A keyed apply would not: its REPLACE of ``'A'`` deletes the row of
+``'a'``, and the data would differ with the checkpoint saying consistent.  Such a table
+is replayed in relay order, by INSERT, UPDATE and DELETE of the logged rows, which stops
+where the replica stops.
+
+The upstream's collations are known only when the table map logs them
+(``binlog_row_metadata`` MINIMAL or FULL); with NO_LOG the downstream's word is taken (as
+for rows by position: ``binrelay.apply.positional``).
+
+Pure: a table map and the downstream table's columns in, the reason out.
+"""
+
+from __future__ import annotations
+
+from binrelay.apply.catalog import TableColumns
+from binrelay.rows.tablemap import COLUMN_CHARSET, DEFAULT_CHARSET, TableMap
+
+__all__ = ["lenient_key", "pads"]
+
+
+def lenient_key(tm: TableMap, info: TableColumns) -> str | None:
+    """Why a unique key of the downstream's table may take two of the upstream's values
+    for one (a text column of it compares more leniently downstream), or None when every
+    such column compares at least as strictly as the upstream's."""
+    if not tm.has_names or (DEFAULT_CHARSET not in tm.metadata_fields
+                            and COLUMN_CHARSET not in tm.metadata_fields):
+        return None  # the upstream's collations are not logged
+    keyed = {part.split("(", 1)[0] for key in info.unique for part in key}
+    if not keyed:
+        return None
+    logged = {(c.name or "").lower(): c for c in tm.columns}
+    for down in info.columns:
+        name = down.name.lower()
+        if name not in keyed or down.collation is None or down.data_type in ("enum", "set"):
+            continue
+        col = logged.get(name)
+        if col is None or col.collation is None or col.collation == down.collation_id:
+            continue
+        if not _as_strict(col.collation, down.collation, down.charset):
+            return (f"key column {down.name!r} compares by {down.collation} downstream and by"
+                    f" another collation (id {col.collation}) upstream")
+    return None
+
+
+def _as_strict(upstream: int, collation: str, charset: str | None) -> bool:
+    """Whether values the upstream's collation tells apart stay apart under the
+    downstream's: its bytes compared exactly, or a PAD SPACE ``_bin`` collation (only
+    trailing spaces ignored) where the upstream's ignores them too.  (A value's bytes in
+    another character set are told apart as well: ``column_fit`` stops a set that cannot
+    hold the upstream's text.)"""
+    name = collation.lower()
+    if charset == "binary" or name.endswith(("_nopad_bin", "_0900_bin")):
+        return True
+    return name.endswith("_bin") and pads(upstream) is True
+
+
+def pads(collation_id: int) -> bool | None:
+    """Whether a collation ignores trailing spaces (PAD SPACE), by its id; None when the id
+    does not say.  MariaDB numbers its NO PAD collations from 1024 to 2047, and in its
+    UCA 14 ids (2048 on) bit 2 is NO PAD; MySQL 8's ``utf8mb4_0900`` family (255–323) is
+    NO PAD; every older collation pads."""
+    if 2048 <= collation_id < 4096:
+        return not collation_id & 4
+    if 1024 <= collation_id < 2048 or 255 <= collation_id <= 323:
+        return False
+    if collation_id < 1024:
+        return True
+    return None
