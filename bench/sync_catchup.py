@@ -439,13 +439,20 @@ def batch_lines(text: str) -> list[BatchLine]:
 
 def run_sync(workdir: Path, upstream: MariaDBServer, relay_dir: Path, dump: Path | None,
              start: Position, end: tuple[str, int], want: dict[str, int],
-             batch_bytes: int | None, server_id: int, durability: str) -> Run:
+             batch_bytes: int | None, server_id: int, durability: str,
+             src: Path | None = None) -> Run:
+    """``src``: binrelay's sources to run instead of this tree's (an A/B of two trees on
+    the same relay: ``--against``)."""
     sync_keys: dict[str, object] = {}
     if batch_bytes:
         sync_keys["batch-bytes"] = batch_bytes
     size = batch_bytes or SyncConfig().batch_bytes
     label = f"binrelay sync, batch-bytes {size // MIB} MiB, {durability} durability"
     tag = f"sync-{size // MIB}m-{durability}"
+    env = None
+    if src is not None:
+        label, tag = f"{src}: {label}", f"{tag}-against"
+        env = {**os.environ, "PYTHONPATH": str(src)}
     downstream = downstream_server(workdir, tag, server_id, durability)
     log_path = workdir / f"{tag}.log"
     try:
@@ -460,7 +467,8 @@ def run_sync(workdir: Path, upstream: MariaDBServer, relay_dir: Path, dump: Path
             spawned = time.time()
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT, check=False, timeout=RUN_TIMEOUT)
+                                  stderr=subprocess.STDOUT, check=False, timeout=RUN_TIMEOUT,
+                                  env=env)
             seconds = time.perf_counter() - t0
         text = log_path.read_text(errors="replace")
         if proc.returncode != 0:
@@ -860,6 +868,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-idle-wait", action="store_true",
                         help="do not wait for running pytest sessions to end (trial runs)")
     parser.add_argument("--keep", action="store_true", help="keep the work dir")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="an A/B: each round also runs binrelay sync from this src dir"
+                             " (another tree's, e.g. a git worktree's src) on the same relay,"
+                             " the two in alternating order; its row is labelled by the dir")
     args = parser.parse_args(argv)
     global IDLE_WAIT, MASTER
     IDLE_WAIT = not args.no_idle_wait
@@ -926,8 +938,11 @@ def main(argv: list[str] | None = None) -> int:
             for mode in modes:
                 runs.append(run_replica(workdir, upstream, dump, start, end, want, 0,
                                         next(server_ids), mode))
-                runs.append(run_sync(workdir, upstream, relay_dir, dump, position, end, want,
-                                     None, next(server_ids), mode))
+                sides = [None] if args.against is None else \
+                    [None, args.against][::1 if _round % 2 == 0 else -1]
+                for src in sides:
+                    runs.append(run_sync(workdir, upstream, relay_dir, dump, position, end,
+                                         want, None, next(server_ids), mode, src))
                 if args.batch_mib:
                     runs.append(run_sync(workdir, upstream, relay_dir, dump, position, end,
                                          want, int(args.batch_mib * MIB), next(server_ids),

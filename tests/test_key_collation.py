@@ -15,13 +15,14 @@ GENERAL_CI, BIN, NOPAD_BIN, LATIN1_BIN, UNICODE_CI = 45, 46, 1070, 47, 224
 MYSQL_0900_AI_CI, UCA1400_AI_CI, UCA1400_NOPAD_AI_CI = 255, 2304, 2308
 
 
-def table_map(collation: int | None, *, logged: bool = True, name: str = "k") -> TableMap:
+def table_map(collation: int | None, *, logged: bool = True, name: str = "k",
+              key: tuple[int, ...] = ()) -> TableMap:
     fields = (SIGNEDNESS, COLUMN_CHARSET, COLUMN_NAME) if logged else (SIGNEDNESS,)
     return TableMap(1, "app", "t", (
         Column(0, t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_VARCHAR, 32, False, name=name,
                collation=collation),
         Column(1, t.MYSQL_TYPE_LONG, t.MYSQL_TYPE_LONG, 0, True, name="v")),
-        has_names=True, metadata_fields=fields)
+        primary_key=key, has_names=True, metadata_fields=fields)
 
 
 def downstream(collation: str, collation_id: int | None, *, charset: str = "utf8mb4",
@@ -70,6 +71,16 @@ def test_a_key_compared_more_leniently_downstream(upstream: int, there: TableCol
         assert "'k'" in why and there.columns[0].collation in why
 
 
+def test_the_upstream_key_counts_where_the_downstream_has_none_on_it() -> None:
+    """Rows are deleted by the upstream's key before their INSERT when the downstream has
+    no key within it: a lenient collation there deletes every row equal to the key."""
+    for unique in ((), (frozenset({"v"}),)):
+        there = downstream("utf8mb4_general_ci", GENERAL_CI, unique=unique)
+        assert lenient_key(table_map(BIN, key=(0,)), there) is not None
+        assert lenient_key(table_map(GENERAL_CI, key=(0,)), there) is None
+        assert lenient_key(table_map(BIN), there) is None
+
+
 def test_collations_not_logged_are_taken_as_the_downstreams() -> None:
     there = downstream("utf8mb4_general_ci", GENERAL_CI)
     assert lenient_key(table_map(BIN, logged=False), there) is None
@@ -84,7 +95,7 @@ def test_a_column_the_table_map_does_not_log() -> None:
 @pytest.mark.parametrize("collation_id, pad", [
     (GENERAL_CI, True), (BIN, True), (NOPAD_BIN, False), (1069, False), (MYSQL_0900_AI_CI,
                                                                          False),
-    (323, False), (UCA1400_AI_CI, True), (UCA1400_NOPAD_AI_CI, False), (2312, True),
+    (323, False), (UCA1400_AI_CI, True), (UCA1400_NOPAD_AI_CI, False), (2312, True), (63, False),
     (5000, None)])
 def test_pads(collation_id: int, pad: bool | None) -> None:
     assert pads(collation_id) is pad

@@ -167,10 +167,10 @@ class TableRules:
         """Whether a REPLACE of the table's rows by ``key_columns`` (the upstream's key) may
         delete another row than the one of its key, or keep the row it replaces: the
         downstream has a unique key that does not hold every one of them (one the upstream
-        may not have), or none within them (no key, or a wider one: the row's old version
-        would stay beside the new).  Such a table's rows are written by INSERT after their
-        keys' deletes, by one task, so that the downstream's keys stop what they stop on a
-        replica (``docs/apply.md``)."""
+        may not have: :meth:`keys_cross`), or none within them (no key, or a wider one: the
+        row's old version would stay beside the new).  Such a table's rows are written by
+        INSERT after their keys' deletes, so that the downstream's keys stop what they stop
+        on a replica (``docs/apply.md``)."""
         info = self.columns_of(table)
         if info is None:
             return False
@@ -178,15 +178,29 @@ class TableRules:
         return bool(need) and (any(not need <= k for k in info.unique)
                                or not any(k <= need for k in info.unique))
 
+    def keys_cross(self, table: TableRef, key_columns: Iterable[str]) -> bool:
+        """Whether rows of two different upstream keys may meet on a downstream unique key
+        (one that does not hold every column of ``key_columns``): then one task writes all
+        the table's survivors, so that none meets a row another task is still to move.
+        (Without such a key, rows of different upstream keys never collide, and each
+        key's task deletes and inserts its own.)"""
+        info = self.columns_of(table)
+        if info is None:
+            return False
+        need = {c.lower() for c in key_columns}
+        return bool(need) and any(not need <= k for k in info.unique)
+
     @functools.cached_property
     def routing(self) -> str:
-        """A digest of every table's unique keys: what decides which tables'
-        survivors one task writes (:meth:`replace_unsafe`), so a part of the keyed task
-        ids (``plan.keyed_task_id``).  Computed where the rules are read (and shipped with
-        them), not in every task."""
+        """A digest of every table's unique keys (none included): what decides which
+        tables' survivors are written by INSERT (:meth:`replace_unsafe`) and which by one
+        task (:meth:`keys_cross`), so a part of the keyed task ids
+        (``plan.keyed_task_id``).  Computed where the rules are read (and shipped with
+        them), not in every task.  The leading tag names these rules themselves: a release
+        that decides otherwise on the same keys changes it."""
         keys = sorted((t.schema, t.table, sorted(sorted(k) for k in c.unique))
-                      for t, c in self.columns.items() if c.unique)
-        return hashlib.blake2b(repr(keys).encode(), digest_size=8).hexdigest()
+                      for t, c in self.columns.items())
+        return hashlib.blake2b(repr(("v2", keys)).encode(), digest_size=8).hexdigest()
 
     @functools.cached_property
     def known_names(self) -> frozenset[tuple[str, str]]:

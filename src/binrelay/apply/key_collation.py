@@ -20,6 +20,7 @@ Pure: a table map and the downstream table's columns in, the reason out.
 from __future__ import annotations
 
 from binrelay.apply.catalog import TableColumns
+from binrelay.rows.charsets import BINARY_COLLATION
 from binrelay.rows.tablemap import COLUMN_CHARSET, DEFAULT_CHARSET, TableMap
 
 __all__ = ["lenient_key", "pads"]
@@ -32,10 +33,14 @@ def lenient_key(tm: TableMap, info: TableColumns) -> str | None:
     if not tm.has_names or (DEFAULT_CHARSET not in tm.metadata_fields
                             and COLUMN_CHARSET not in tm.metadata_fields):
         return None  # the upstream's collations are not logged
-    keyed = {part.split("(", 1)[0] for key in info.unique for part in key}
+    logged = {(c.name or "").lower(): c for c in tm.columns}
+    # The downstream's unique keys, and the upstream's key, by which rows are deleted
+    # before their INSERT where the downstream has no key within it: a lenient collation
+    # there deletes every row equal to it.
+    keyed = {part.split("(", 1)[0] for key in info.unique for part in key} | \
+        {(tm.columns[i].name or "").lower() for i in tm.primary_key}
     if not keyed:
         return None
-    logged = {(c.name or "").lower(): c for c in tm.columns}
     for down in info.columns:
         name = down.name.lower()
         if name not in keyed or down.collation is None or down.data_type in ("enum", "set"):
@@ -66,6 +71,8 @@ def pads(collation_id: int) -> bool | None:
     does not say.  MariaDB numbers its NO PAD collations from 1024 to 2047, and in its
     UCA 14 ids (2048 on) bit 2 is NO PAD; MySQL 8's ``utf8mb4_0900`` family (255–323) is
     NO PAD; every older collation pads."""
+    if collation_id == BINARY_COLLATION:
+        return False  # bytes: a trailing space is a byte like any other
     if 2048 <= collation_id < 4096:
         return not collation_id & 4
     if 1024 <= collation_id < 2048 or 255 <= collation_id <= 323:

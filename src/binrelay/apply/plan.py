@@ -107,7 +107,8 @@ class Survivors:
     rows: tuple[tuple[Any, ...], ...]
     rows_at: tuple[tuple[int, ...], ...]
     #: Rows written by INSERT after their keys' deletes, not by REPLACE: the downstream has
-    #: a unique key the upstream's key is not part of (``TableRules.replace_unsafe``).
+    #: a unique key the upstream's key is not part of, or none within it
+    #: (``TableRules.replace_unsafe``).
     by_insert: bool = False
 
     @property

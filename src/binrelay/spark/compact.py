@@ -248,7 +248,7 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
             continue
         ref, convert = table.shape[0], table.convert
         shape = table.shape
-        if rules.replace_unsafe(ref, (shape[1][i] for i in shape[2])):
+        if rules.keys_cross(ref, (shape[1][i] for i in shape[2])):
             # Written by INSERT after all its keys' deletes, by one task (which sees every
             # survivor of the table, so none meets a row another task is still to move).
             alone = partition_of(ref, (), tasks)
