@@ -81,6 +81,16 @@ def test_the_upstream_key_counts_where_the_downstream_has_none_on_it() -> None:
         assert lenient_key(table_map(BIN), there) is None
 
 
+def test_a_char_key_under_no_pad_fits_a_pad_bin_downstream() -> None:
+    """A CHAR is stored without its trailing spaces: NO PAD upstream tells no two of its
+    values apart that a PAD SPACE ``_bin`` downstream takes for one."""
+    char = TableMap(1, "app", "t", (Column(0, t.MYSQL_TYPE_STRING, t.MYSQL_TYPE_STRING, 0,
+                                           False, name="k", collation=NOPAD_BIN),),
+                    has_names=True, metadata_fields=(COLUMN_CHARSET, COLUMN_NAME))
+    assert lenient_key(char, downstream("utf8mb4_bin", BIN)) is None
+    assert lenient_key(char, downstream("utf8mb4_general_ci", GENERAL_CI)) is not None
+
+
 def test_collations_not_logged_are_taken_as_the_downstreams() -> None:
     there = downstream("utf8mb4_general_ci", GENERAL_CI)
     assert lenient_key(table_map(BIN, logged=False), there) is None

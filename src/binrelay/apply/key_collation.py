@@ -20,6 +20,7 @@ Pure: a table map and the downstream table's columns in, the reason out.
 from __future__ import annotations
 
 from binrelay.apply.catalog import TableColumns
+from binrelay.rows import coltypes as t
 from binrelay.rows.charsets import BINARY_COLLATION
 from binrelay.rows.tablemap import COLUMN_CHARSET, DEFAULT_CHARSET, TableMap
 
@@ -48,22 +49,25 @@ def lenient_key(tm: TableMap, info: TableColumns) -> str | None:
         col = logged.get(name)
         if col is None or col.collation is None or col.collation == down.collation_id:
             continue
-        if not _as_strict(col.collation, down.collation, down.charset):
+        # A CHAR's value is stored without its trailing spaces: whether the upstream's
+        # collation pads cannot tell two of its values apart.
+        padded = col.type == t.MYSQL_TYPE_STRING or pads(col.collation) is True
+        if not _as_strict(padded, down.collation, down.charset):
             return (f"key column {down.name!r} compares by {down.collation} downstream and by"
                     f" another collation (id {col.collation}) upstream")
     return None
 
 
-def _as_strict(upstream: int, collation: str, charset: str | None) -> bool:
+def _as_strict(padded: bool, collation: str, charset: str | None) -> bool:
     """Whether values the upstream's collation tells apart stay apart under the
     downstream's: its bytes compared exactly, or a PAD SPACE ``_bin`` collation (only
-    trailing spaces ignored) where the upstream's ignores them too.  (A value's bytes in
-    another character set are told apart as well: ``column_fit`` stops a set that cannot
-    hold the upstream's text.)"""
+    trailing spaces ignored) where the upstream's values differ in more (``padded``).
+    (A value's bytes in another character set are told apart as well: ``column_fit``
+    stops a set that cannot hold the upstream's text.)"""
     name = collation.lower()
     if charset == "binary" or name.endswith(("_nopad_bin", "_0900_bin")):
         return True
-    return name.endswith("_bin") and pads(upstream) is True
+    return name.endswith("_bin") and padded
 
 
 def pads(collation_id: int) -> bool | None:
