@@ -481,6 +481,40 @@ WIDE_UNITS = [
 ]
 
 
+# Bytes a set's text does not hold one to one: undefined in a single-byte set (cp1250
+# 0x81, swe7 0x80), two bytes of one character (armscii8 0xA5 and 0x28), and the
+# multi-byte sets whose Python codecs are not the server's tables (sjis 0x815F and 0x5C,
+# cp932's duplicates 0x8790 and 0x81E0, eucjpms's extensions), keys among them.
+ODD_BYTES = [
+    SCHEMA,
+    (1, "SET SESSION sql_mode = ''"),
+    (1, "CREATE TABLE app.ob (id INT PRIMARY KEY, a VARCHAR(8) CHARACTER SET cp1250,"
+        " b VARCHAR(8) CHARACTER SET armscii8, c VARCHAR(8) CHARACTER SET cp932,"
+        " d VARCHAR(8) CHARACTER SET eucjpms, e CHAR(4) CHARACTER SET cp932,"
+        " f VARCHAR(8) CHARACTER SET swe7, g CHAR(4) CHARACTER SET armscii8,"
+        " h VARCHAR(8) CHARACTER SET sjis, j VARCHAR(8) CHARACTER SET big5)"),
+    (1, "CREATE TABLE app.ok (k VARCHAR(4) CHARACTER SET cp932 COLLATE cp932_bin PRIMARY KEY,"
+        " v INT)"),
+    (1, "CREATE TABLE app.os (k VARCHAR(4) CHARACTER SET sjis PRIMARY KEY, v INT)"),
+    (1, "INSERT INTO app.ob VALUES (1, X'81', X'A5', X'8790', X'ADA1', X'879020', X'80',"
+        " X'A520', X'815F', X'A3E1'), (2, X'41', X'28', X'81E0', X'8FFEFE', X'81E0', X'41',"
+        " X'28', X'5C', X'A140')"),
+    (1, "INSERT INTO app.ok VALUES (X'8790', 1), (X'81E0', 2), (X'41', 3)"),
+    (1, "INSERT INTO app.os VALUES (X'815F', 1), (X'5C', 2), (X'61', 3)"),
+    (1, "UPDATE app.ob SET a = X'8141', c = X'87908790' WHERE id = 2"),
+    (1, "UPDATE app.ok SET v = v + 10 WHERE k = X'8790'"),
+    (1, "UPDATE app.ok SET k = X'879041' WHERE k = X'81E0'"),
+    (1, "UPDATE app.os SET k = X'41' WHERE k = X'61'"),
+    (1, "DELETE FROM app.os WHERE k = X'5C'"),
+]
+
+
+def test_bytes_a_text_does_not_hold_reach_the_downstream_as_stored(env: Env, spark) -> None:
+    converge(env, spark, ODD_BYTES)
+    assert env.downstream.execute("SELECT HEX(k) FROM app.ok ORDER BY k") == \
+        (("41",), ("8790",), ("879041",))
+
+
 def test_code_units_no_text_holds(env: Env, spark) -> None:
     converge(env, spark, WIDE_UNITS)
     assert env.upstream.execute("SELECT HEX(u), HEX(x) FROM app.w WHERE id = 1") == \
@@ -692,6 +726,32 @@ def test_a_lenient_collation_on_a_key_the_downstream_lacks_loses_no_row(
     with pytest.raises(DownstreamRowError, match="matched 2 rows"):
         env.sync(spark)
     assert sorted(env.downstream.execute("SELECT k, v FROM app.n")) == before
+
+
+def test_keys_one_by_a_collation_fold_key_does_not_know_keep_their_rows(
+        mariadb_factory, tmp_path: Path, spark) -> None:
+    """Keys a collation takes for one beyond what ``fold_key`` folds (every character
+    beyond the BMP is one under utf8mb4_general_ci, 'ß' is 's'), and a DOUBLE key's -0
+    and 0, renamed to each other: the old key's delete and the new key's write must not
+    run in two tasks, where the delete may commit last and remove the new row."""
+    env = make_env(mariadb_factory, tmp_path, sync={"tasks": 4, "partition-bytes": 1 << 20})
+    env.run([SCHEMA,
+             "CREATE TABLE app.e (k VARCHAR(20) PRIMARY KEY, v INT)"
+             " CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci",
+             "CREATE TABLE app.d (k DOUBLE PRIMARY KEY, v INT)",
+             "INSERT INTO app.e VALUES " + ", ".join(
+                 f"('k{i}{chr(0x1F300 + i)}', {i}), ('s{i}ß', {i})" for i in range(60)),
+             "INSERT INTO app.d VALUES (-0e0, 1), (1, 1)"])
+    env.relay()
+    env.sync(spark)
+    env.run([*(f"UPDATE app.e SET k = 'k{i}{chr(0x1F400 + i)}' WHERE v = {i} AND k LIKE 'k%'"
+               for i in range(60)),
+             *(f"UPDATE app.e SET k = 's{i}s' WHERE v = {i} AND k LIKE 's%'"
+               for i in range(60)),
+             "UPDATE app.d SET k = 0e0, v = 2 WHERE v = 1 AND k < 1"])
+    env.relay()
+    env.sync(spark)
+    assert_converged(env)
 
 
 def test_a_key_the_downstream_compares_more_strictly_converges(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from binrelay.apply.catalog import DownstreamColumn, TableColumns
-from binrelay.apply.key_collation import lenient_key, pads
+from binrelay.apply.key_collation import lenient_key, loose_key, pads
 from binrelay.rows import coltypes as t
 from binrelay.rows.tablemap import COLUMN_CHARSET, COLUMN_NAME, SIGNEDNESS, Column, TableMap
 
@@ -109,3 +109,27 @@ def test_a_column_the_table_map_does_not_log() -> None:
     (5000, None)])
 def test_pads(collation_id: int, pad: bool | None) -> None:
     assert pads(collation_id) is pad
+
+
+@pytest.mark.parametrize("collation, charset, data_type, loose", [
+    ("utf8mb4_general_ci", "utf8mb4", "varchar", True),
+    ("utf8mb4_uca1400_ai_ci", "utf8mb4", "varchar", True),
+    ("latin1_swedish_ci", "latin1", "char", True),
+    # Exact, or trailing spaces only (which fold_key folds).
+    ("utf8mb4_bin", "utf8mb4", "varchar", False),
+    ("utf8mb4_nopad_bin", "utf8mb4", "varchar", False),
+    (None, "binary", "varbinary", False),
+    (None, None, "int", False),
+    ("utf8mb4_general_ci", "utf8mb4", "enum", False),
+    # -0 and 0 are one DOUBLE key.
+    (None, None, "double", True),
+    (None, None, "float", True),
+])
+def test_a_key_two_logged_values_may_be_one_of(collation: str | None, charset: str | None,
+                                               data_type: str, loose: bool) -> None:
+    info = TableColumns((DownstreamColumn("id", "int"),
+                         DownstreamColumn("K", data_type, charset=charset,
+                                          collation=collation)), (0, 1), (0, 0), 0,
+                        (frozenset({"id", "k"}),))
+    assert (loose_key(info, ("id", "k")) == "K") is loose
+    assert loose_key(info, ("id",)) is None

@@ -19,12 +19,14 @@ Pure: a table map and the downstream table's columns in, the reason out.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from binrelay.apply.catalog import TableColumns
 from binrelay.rows import coltypes as t
-from binrelay.rows.charsets import BINARY_COLLATION
+from binrelay.rows.charsets import BINARY_COLLATION, always_text
 from binrelay.rows.tablemap import COLUMN_CHARSET, DEFAULT_CHARSET, TableMap
 
-__all__ = ["lenient_key", "pads"]
+__all__ = ["lenient_key", "loose_key", "pads"]
 
 
 def lenient_key(tm: TableMap, info: TableColumns) -> str | None:
@@ -55,6 +57,33 @@ def lenient_key(tm: TableMap, info: TableColumns) -> str | None:
         if not _as_strict(padded, down.collation, down.charset):
             return (f"key column {down.name!r} compares by {down.collation} downstream and by"
                     f" another collation (id {col.collation}) upstream")
+    return None
+
+
+def loose_key(info: TableColumns, key_columns: Iterable[str]) -> str | None:
+    """A column of the key (as the downstream compares it) for which two different logged
+    values may be one key value, or None.  Text under a collation other than binary or
+    ``_bin`` of a set whose values are text (``fold_key`` drops their trailing spaces,
+    what a PAD SPACE ``_bin`` ignores): ``fold_key`` covers case, accents and trailing
+    spaces, not every collation's equivalences (under ``utf8mb4_general_ci`` every
+    character beyond the BMP is one, ``'ß'`` is ``'s'``; ``unicode_ci`` ignores some
+    characters and expands others); a FLOAT or DOUBLE, whose ``-0`` is ``0``.  Such a
+    table's survivors are written by one task, whose deletes run before its writes: a
+    delete of one spelling then never removes a row written under another
+    (``docs/apply.md``)."""
+    wanted = {c.lower() for c in key_columns}
+    for down in info.columns:
+        if down.name.lower() not in wanted:
+            continue
+        if down.data_type in ("float", "double"):
+            return down.name
+        if down.collation is None or down.data_type in ("enum", "set"):
+            continue
+        name = down.collation.lower()
+        if down.charset == "binary" or name.endswith(("_nopad_bin", "_0900_bin")):
+            continue  # bytes compared as they are
+        if not (name.endswith("_bin") and always_text(down.charset)):
+            return down.name  # (bytes values: fold_key drops no trailing space of them)
     return None
 
 

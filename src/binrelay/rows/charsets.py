@@ -14,6 +14,8 @@ Character sets without a decoder (only ``binary``) and unknown collation ids kee
 from __future__ import annotations
 
 import codecs
+import functools
+import re
 from collections.abc import Callable
 from functools import partial
 
@@ -167,6 +169,45 @@ def wide_text(codec: str, data: bytes) -> str | bytes:
         return data.decode(codec)
     except UnicodeDecodeError:
         return bytes(data)
+
+
+@functools.cache
+def lossy_bytes(table: str) -> re.Pattern[bytes] | None:
+    """The bytes of a single-byte set that its text does not hold one to one: undefined
+    in it (decoded to an escape surrogate, which no UTF-8 statement carries) or decoded
+    to a character another byte decodes to as well (armscii8's 0xA5 and 0x28 are both
+    ``(``).  A value with one of them stays bytes (:func:`exact_single_byte`)."""
+    seen: dict[str, int] = {}
+    lossy = set()
+    for byte, char in enumerate(table):
+        if 0xDC00 <= ord(char) <= 0xDCFF:
+            lossy.add(byte)
+        elif char in seen:
+            lossy.update((byte, seen[char]))
+        else:
+            seen[char] = byte
+    if not lossy:
+        return None
+    return re.compile(b"[" + b"".join(re.escape(bytes([b])) for b in sorted(lossy)) + b"]")
+
+
+def always_text(charset: str | None) -> bool:
+    """Whether every value of ``charset`` decodes to text (``str``): UTF-8, and the
+    single-byte sets whose every byte is a character of its own.  Other sets' values, or
+    some of them, stay bytes (:func:`lossy_bytes`, ``compiler._text_expr``)."""
+    name = canonical_charset(charset)
+    if name in ("utf8mb3", "utf8mb4"):
+        return True
+    table = _SINGLE_BYTE_TABLES.get(name or "")
+    return table is not None and lossy_bytes(table) is None
+
+
+def exact_single_byte(table: str, lossy: re.Pattern[bytes], data: bytes) -> str | bytes:
+    """A value of a single-byte set as text, or its bytes when it holds a byte
+    :func:`lossy_bytes` names."""
+    if lossy.search(data) is not None:
+        return bytes(data)
+    return codecs.charmap_decode(data, "strict", table)[0]
 
 
 def python_codec(charset: str | None) -> str | None:

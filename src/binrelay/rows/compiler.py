@@ -30,7 +30,14 @@ from typing import Any
 from binrelay.binlog.bytes import LenencError, read_lenenc
 from binrelay.rows import coltypes as t
 from binrelay.rows import mysqljson, temporal
-from binrelay.rows.charsets import WIDE_CODECS, python_codec, single_byte_table, wide_text
+from binrelay.rows.charsets import (
+    WIDE_CODECS,
+    exact_single_byte,
+    lossy_bytes,
+    python_codec,
+    single_byte_table,
+    wide_text,
+)
 from binrelay.rows.decimal import decode_decimal
 from binrelay.rows.mariadb_types import uncompressed
 from binrelay.rows.tablemap import Column, TableMap
@@ -227,13 +234,22 @@ def _text_expr(col: Column, ctx: _Ctx, x: str) -> str:
     if codec in WIDE_CODECS:
         fn = ctx.const(_WIDE_TEXT[codec], "wide")
         return f"{fn}({x})"
-    if codec is not None:
+    if codec == "utf-8":
         return f"{x}.decode({codec!r}, 'surrogateescape')"
+    if codec is not None:
+        # The other multi-byte sets (cp932, sjis, eucjpms, gbk, big5...) keep their bytes:
+        # Python's codecs are not the server's tables (shift_jis reads 0x815F as U+FF3C,
+        # which the server's sjis does not hold; cp932 reads 0x8790 and 0x81E0 as one
+        # character; euc_jp lacks eucjpms's extensions), so their text would reach the
+        # downstream changed; a binary string is stored into a column of the set as is.
+        return f"bytes({x})"
     table = single_byte_table(col.charset)
     if table is not None:
         decode = _SINGLE_BYTE.get(table)
         if decode is None:
-            decode = _SINGLE_BYTE[table] = partial(_single_byte, table)
+            lossy = lossy_bytes(table)
+            decode = _SINGLE_BYTE[table] = partial(_single_byte, table) if lossy is None \
+                else partial(exact_single_byte, table, lossy)
         fn = ctx.const(decode, "sb")
         if table[:128] == _IDENTITY_ASCII:
             # Most text is ASCII, and the C ascii decoder is twice as fast as a charmap;
@@ -261,6 +277,10 @@ def _wide_char(codec: str, data: bytes) -> str | bytes:
 
 
 _WIDE_CHAR = {codec: partial(_wide_char, codec) for codec in WIDE_CODECS}
+
+
+def _strip_spaces(value: str | bytes) -> str | bytes:
+    return value.rstrip(" ") if isinstance(value, str) else value.rstrip(b" ")
 
 
 def _single_byte(table: str, data: bytes) -> str:
@@ -302,7 +322,13 @@ def _spec_char(col: Column, ctx: _Ctx) -> Var:
     if codec in WIDE_CODECS:
         fn = ctx.const(_WIDE_CHAR[codec], "wide")
         return _prefixed(width, lambda x: f"{fn}({x})")
-    return _prefixed(width, lambda x: _text_expr(col, ctx, x) + ".rstrip(' ')")
+    if codec == "utf-8" or (codec is None and lossy_bytes(single_byte_table(col.charset)
+                                                          or "") is None):
+        return _prefixed(width, lambda x: _text_expr(col, ctx, x) + ".rstrip(' ')")
+    # Text or bytes (see _text_expr): a space is the byte 0x20 in these sets, never a part
+    # of a multi-byte character.
+    strip = ctx.const(_strip_spaces, "strip")
+    return _prefixed(width, lambda x: f"{strip}({_text_expr(col, ctx, x)})")
 
 
 def _spec_blob(col: Column, ctx: _Ctx) -> Var:

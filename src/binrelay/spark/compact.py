@@ -34,7 +34,7 @@ from typing import Any
 
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import ABSENT, DELETE, INSERT, UPDATE, Change, TableRef
-from binrelay.apply.key_collation import lenient_key
+from binrelay.apply.key_collation import lenient_key, loose_key
 from binrelay.apply.plan import (
     FK_LINKED,
     FOLDED_KEYS,
@@ -248,9 +248,13 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
             continue
         ref, convert = table.shape[0], table.convert
         shape = table.shape
-        if rules.keys_cross(ref, (shape[1][i] for i in shape[2])):
-            # Written by INSERT after all its keys' deletes, by one task (which sees every
-            # survivor of the table, so none meets a row another task is still to move).
+        key_columns = [shape[1][i] for i in shape[2]]
+        info = rules.columns_of(ref)
+        if rules.keys_cross(ref, key_columns) or \
+                (info is not None and loose_key(info, key_columns) is not None):
+            # By one task, which sees every survivor of the table and runs its deletes
+            # before its writes: none meets a row another task is still to move (on a
+            # downstream-only key), nor is deleted under another spelling of its key.
             alone = partition_of(ref, (), tasks)
 
             def target_of(_key: tuple[Any, ...], alone: int = alone) -> int:
