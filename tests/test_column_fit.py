@@ -11,7 +11,7 @@ from binrelay.apply.column_fit import misfit, upstream_type
 from binrelay.rows import coltypes as t
 from binrelay.rows.tablemap import Column
 
-LATIN1, UTF8MB3, UTF8MB4, BINARY = 8, 33, 45, 63
+LATIN1, UTF8MB3, UTF8MB4, BINARY, GBK = 8, 33, 45, 63, 28
 
 
 def col(kind: int, *, nullable: bool = True, **kw) -> Column:
@@ -79,6 +79,11 @@ UINT = col(t.MYSQL_TYPE_LONG, unsigned=True)
      down("varchar", charset="utf8mb4", char_length=20), None),
     (col(t.MYSQL_TYPE_VARCHAR, length=80, collation=UTF8MB4),
      down("varchar", charset="latin1", char_length=80), "utf8mb4 upstream, latin1 downstream"),
+    # gbk, sjis, cp932... travel as their bytes: into a column of their own set only.
+    (col(t.MYSQL_TYPE_VARCHAR, length=40, collation=GBK),
+     down("varchar", charset="gbk", char_length=20), None),
+    (col(t.MYSQL_TYPE_VARCHAR, length=40, collation=GBK),
+     down("varchar", charset="utf8mb4", char_length=20), "writes gbk values as their bytes"),
     (col(t.MYSQL_TYPE_VARCHAR, length=20, collation=BINARY),
      down("varchar", charset="latin1", char_length=20), "bytes upstream, text downstream"),
     (col(t.MYSQL_TYPE_STRING, length=20, collation=LATIN1),

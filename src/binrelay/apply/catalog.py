@@ -192,16 +192,15 @@ class TableRules:
 
     @functools.cached_property
     def routing(self) -> str:
-        """A digest of every table's unique keys (none included) and their columns' types
-        and collations: what decides which tables' survivors are written by INSERT
-        (:meth:`replace_unsafe`) and which by one task (:meth:`keys_cross`,
-        ``key_collation.loose_key``), so a part of the keyed task ids
-        (``plan.keyed_task_id``).  Computed where the rules are read (and shipped with
-        them), not in every task.  The leading tag names these rules themselves: a release
-        that decides otherwise on the same keys changes it."""
+        """A digest of every table's unique keys (none included) and its columns' types
+        and collations (the upstream's key may be on any of them): what decides which
+        tables' survivors are written by INSERT (:meth:`replace_unsafe`) and which by one
+        task (:meth:`keys_cross`, ``key_collation.loose_key``), so a part of the keyed
+        task ids (``plan.keyed_task_id``).  Computed where the rules are read (and
+        shipped with them), not in every task.  The leading tag names these rules
+        themselves: a release that decides otherwise on the same keys changes it."""
         keys = sorted((t.schema, t.table, sorted(sorted(k) for k in c.unique),
-                       [(col.name, col.data_type, col.collation) for col in c.columns
-                        if any(col.name.lower() in k for k in c.unique)])
+                       [(col.name, col.data_type, col.collation) for col in c.columns])
                       for t, c in self.columns.items())
         return hashlib.blake2b(repr(("v3", keys)).encode(), digest_size=8).hexdigest()
 

@@ -28,7 +28,13 @@ from __future__ import annotations
 
 from binrelay.apply.catalog import DownstreamColumn
 from binrelay.rows import coltypes as t
-from binrelay.rows.charsets import MBMAXLEN, MBMINLEN, canonical_charset, charset_of
+from binrelay.rows.charsets import (
+    MBMAXLEN,
+    MBMINLEN,
+    MULTI_BYTE_KEPT,
+    canonical_charset,
+    charset_of,
+)
 from binrelay.rows.tablemap import Column
 
 __all__ = ["ANOTHER_TYPE", "misfit", "upstream_type"]
@@ -158,6 +164,11 @@ def _charsets(col: Column, down: DownstreamColumn) -> tuple[str, str, str | None
     if "binary" in (here, there):
         return here, there, ("bytes upstream, text downstream" if here == "binary"
                              else "text upstream, bytes downstream")
+    if here in MULTI_BYTE_KEPT:
+        # Its values travel as their bytes (the rows decoder's reading of such text is not
+        # the server's), which a column of another set would store unconverted.
+        return here, there, (f"{here} upstream, {there} downstream: binrelay writes {here}"
+                             " values as their bytes, into a column of that set only")
     if there in _UNICODE or here == "ascii" or (there in _BMP and here not in _SUPPLEMENTARY):
         return here, there, None
     return here, there, f"{here} upstream, {there} downstream"

@@ -90,7 +90,13 @@ _PYTHON_CODECS = {
     "gb2312": "gb2312", "gbk": "gbk", "gb18030": "gb18030",
 }
 
-#: The character sets whose text comes back as ``str`` (everything but ``binary``).
+#: The multi-byte character sets whose values the rows decoder keeps as bytes: Python's
+#: codecs of them are not the server's tables (``compiler._text_expr``).
+MULTI_BYTE_KEPT = frozenset(name for name, codec in _PYTHON_CODECS.items()
+                            if codec not in ("utf-8", "utf-16-be", "utf-16-le", "utf-32-be"))
+
+#: The character sets that are text, not bytes (everything but ``binary``; values of
+#: :data:`MULTI_BYTE_KEPT`, and some of the single-byte sets', stay bytes all the same).
 TEXT_CHARSETS = frozenset(_PYTHON_CODECS) | frozenset(_SINGLE_BYTE_TABLES)
 
 
