@@ -79,12 +79,23 @@ def loose_key(info: TableColumns, key_columns: Iterable[str]) -> str | None:
             return down.name
         if down.collation is None or down.data_type in ("enum", "set"):
             continue
-        name = down.collation.lower()
-        if down.charset == "binary" or name.endswith(("_nopad_bin", "_0900_bin")):
-            continue  # bytes compared as they are
-        if not (name.endswith("_bin") and always_text(down.charset)):
-            return down.name  # (bytes values: fold_key drops no trailing space of them)
+        compares = _compares(down.collation, down.charset)
+        # (A PAD SPACE _bin of bytes values: fold_key drops no trailing space of them.)
+        if compares == _OTHER or (compares == _PAD_BIN and not always_text(down.charset)):
+            return down.name
     return None
+
+
+_EXACT, _PAD_BIN, _OTHER = "bytes", "bytes but trailing spaces", "by weights"
+
+
+def _compares(collation: str, charset: str | None) -> str:
+    """How a collation compares two values: by their bytes, by their bytes but trailing
+    spaces (a PAD SPACE ``_bin``), or by weights (every other one)."""
+    name = collation.lower()
+    if charset == "binary" or name.endswith(("_nopad_bin", "_0900_bin")):
+        return _EXACT
+    return _PAD_BIN if name.endswith("_bin") else _OTHER
 
 
 def _as_strict(padded: bool, collation: str, charset: str | None) -> bool:
@@ -93,10 +104,8 @@ def _as_strict(padded: bool, collation: str, charset: str | None) -> bool:
     trailing spaces ignored) where the upstream's values differ in more (``padded``).
     (A value's bytes in another character set are told apart as well: ``column_fit``
     stops a set that cannot hold the upstream's text.)"""
-    name = collation.lower()
-    if charset == "binary" or name.endswith(("_nopad_bin", "_0900_bin")):
-        return True
-    return name.endswith("_bin") and padded
+    compares = _compares(collation, charset)
+    return compares == _EXACT or (compares == _PAD_BIN and padded)
 
 
 def pads(collation_id: int) -> bool | None:
