@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,33 @@ def test_which_ddl_make_the_rules_be_read_again_and_how(tmp_path: Path) -> None:
     r._rules_after("RENAME TABLE a TO b", "d")
     assert r.stale_ddl == [("CREATE TABLE a (x INT, g INT AS (x) VIRTUAL)", "d"),
                            ("RENAME TABLE a TO b", "d")]
+
+
+def test_a_batch_planned_while_spark_starts_is_planned_again_if_spark_comes_up_first(
+        tmp_path: Path) -> None:
+    """The batch after a barrier (a DDL) is planned while the barrier is applied; planned
+    while Spark started, it is driver-sized.  Should Spark come up before the barrier is
+    over, it is planned again with a ready Spark's limit (and the main thread told, by the
+    plan's key), so its read stage can run alongside the barrier."""
+    files = make_relay_dir(tmp_path / "relay", [("0-1.000001", [800])])
+    backlog = len(next(iter(files.values()))) - 4
+    view = RelayView(tmp_path / "relay")
+    start = Position(SubdirName.parse("0-1.000001"), "mysql-bin.000001", 4)
+    p = pipeline(tmp_path, **{"driver-batch-bytes": backlog // 8, "partition-bytes": 1 << 16})
+    small = p._batch_limit(view, start, view.end)
+    assert small == p.sync.partition_bytes < backlog
+    planned = p._plan(view, start, view.end, small)
+    # The barrier ends first: the plan stands.
+    over = threading.Event()
+    over.set()
+    key = [start, small]
+    assert p._plan_for_spark(view, start, view.end, planned, small, over, key) == \
+        (planned, small)
+    assert key == [start, small]
+    # Spark comes up while the barrier runs.
+    over = threading.Event()
+    threading.Timer(0.2, lambda: setattr(p, "up", True)).start()
+    (end, _segments, gtids), limit = p._plan_for_spark(view, start, view.end, planned, small,
+                                                       over, key)
+    assert limit == p.sync.batch_bytes and key == [start, limit]
+    assert end == view.end and len(gtids) == 800 and end != planned[0]

@@ -104,6 +104,7 @@ from binrelay.spark.tasks import (
     apply_here,
     apply_if_simple,
     apply_lanes,
+    apply_spread,
     apply_task,
     apply_with_checkpoint,
     identity,
@@ -118,10 +119,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: A planned batch: its end, its partitions, the GTIDs of its transactions.
 Planned = tuple[Position, list[Segment], list[str]]
-#: A batch being planned in the planner's thread, by (start, max bytes), with the gate its
-#: read stage waits on if chained: the planned batch, its read stage if started, and the
-#: batch after it if chained (``_plan_then_read``).
-Ahead = tuple[tuple[Position, int], "Future[PlannedAhead]", "threading.Event | None"]
+#: A batch being planned in the planner's thread, by ``[start, max bytes]`` (the planner may
+#: raise the latter: ``_plan_for_spark``), with the gate its read stage waits on if
+#: chained: the planned batch, its read stage if started, and the batch after it if chained
+#: (``_plan_then_read``).
+Ahead = tuple[list[Any], "Future[PlannedAhead]", "threading.Event | None"]
 PlannedAhead = tuple[Planned, "ReadAhead | None", "Ahead | None"]
 
 
@@ -213,6 +215,10 @@ _SPARK_WORTHY = 64 * 1024
 #: Spark where 16 MiB driver batches took 0.5-1.4 s, and the sync fell further behind
 #: (heartbeat p99 5.8 s).  A catch-up's backlog (hundreds of MiB) still goes to Spark.
 _DRIVER_BACKLOG = 4
+#: A batch of rows the driver applies is written by ``[sync] tasks`` connections from this
+#: many relay bytes on; a smaller one (a streaming sync's batch) in one transaction with
+#: the checkpoint's move, which saves the in-flight mark's and the ledger's commits.
+_SPREAD_BYTES = 1 << 20
 #: How long a chained plan's read stage waits for the batch before the barrier to be done
 #: (``_plan_then_read``), seconds; after that the batch's apply job runs the stage.  Every
 #: exit of the run opens the gate first.
@@ -501,6 +507,7 @@ class SyncPipeline:
 
     def _run(self, until_caught_up: bool) -> None:
         waiter: ChangeWaiter | None = None
+        over: threading.Event | None = None
         blocked = False
         planner: ThreadPoolExecutor | None = None
         ahead: Ahead | None = None
@@ -537,7 +544,7 @@ class SyncPipeline:
                     continue
                 max_bytes = self._batch_limit(view, start, end_limit)
                 planning = time.monotonic()
-                from_ahead = ahead is not None and ahead[0] == (start, max_bytes)
+                from_ahead = ahead is not None and tuple(ahead[0]) == (start, max_bytes)
                 if ahead is not None and from_ahead:
                     (end, segments, gtids), read_ahead, ahead = ahead[1].result()
                     self._adopt(read_ahead)
@@ -572,12 +579,20 @@ class SyncPipeline:
                     # of planning, which then no longer sits between two Spark jobs.
                     planner = self._planner = planner or ThreadPoolExecutor(
                         1, thread_name_prefix="plan")
-                    ahead = ((end, max_bytes),
-                             planner.submit(self._plan_then_read, view, end, end_limit,
-                                            max_bytes, self._barrier(segments), True),
+                    barrier = self._barrier(segments)
+                    over = threading.Event() if barrier and not self.spark_ready else None
+                    key: list[Any] = [end, max_bytes]
+                    ahead = (key, planner.submit(self._plan_then_read, view, end, end_limit,
+                                                 max_bytes, barrier, True, over=over,
+                                                 key=key),
                              None)
-                self._batch(start, end, batch_id, gtid, relay_end=end_limit,
-                            segments=segments, planned_in=time.monotonic() - planning)
+                try:
+                    self._batch(start, end, batch_id, gtid, relay_end=end_limit,
+                                segments=segments, planned_in=time.monotonic() - planning)
+                finally:
+                    if over is not None:
+                        over.set()
+                        over = None
                 start = end
         finally:
             self._closing.set()
@@ -626,7 +641,9 @@ class SyncPipeline:
 
     def _plan_then_read(self, view: RelayView, start: Position, end_limit: Position,
                         max_bytes: int, read: bool, chain: bool = False,
-                        gate: threading.Event | None = None) -> PlannedAhead:
+                        gate: threading.Event | None = None, *,
+                        over: threading.Event | None = None,
+                        key: list[Any] | None = None) -> PlannedAhead:
         """:meth:`_plan`, in the planner's thread; when ``read`` (the batch before runs no
         Spark job) and the planned batch is one for Spark's apply stage, its read stage
         started too, once ``gate`` is open if given.
@@ -636,8 +653,16 @@ class SyncPipeline:
         main thread opens the gate as it takes the barrier's plan): so the read stage
         starts as the barrier's replay does, not ~0.5 s into it, after its planning, and
         never ahead of a job the batch before the barrier has still to run (Spark runs
-        jobs first come, first served)."""
+        jobs first come, first served).
+
+        With ``over`` (set when the barrier batch before is applied), planned while Spark
+        starts: should Spark come up before the barrier is over, the batch is planned again
+        with the limit a ready Spark gets (``_batch_limit``), ``key`` told so, and its read
+        stage started, to run alongside the barrier instead of after it."""
         planned = self._plan(view, start, end_limit, max_bytes)
+        if over is not None and key is not None:
+            planned, max_bytes = self._plan_for_spark(view, start, end_limit, planned,
+                                                      max_bytes, over, key)
         segments = planned[1]
         if gate is not None:
             # Until the gate opens; or the run ends (its exit may come while this plan
@@ -653,19 +678,37 @@ class SyncPipeline:
         if chain and self._planner is not None and self._barrier(segments) and \
                 self._plan_ahead(segments, planned[0], end_limit):
             opened = threading.Event()
-            chained = ((planned[0], max_bytes),
+            chained = ([planned[0], max_bytes],
                        self._planner.submit(self._plan_then_read, view, planned[0],
                                             end_limit, max_bytes, True, False, opened),
                        opened)
         return planned, started, chained
 
+    def _plan_for_spark(self, view: RelayView, start: Position, end_limit: Position,
+                        planned: Planned, max_bytes: int, over: threading.Event,
+                        key: list[Any]) -> tuple[Planned, int]:
+        """``_plan_then_read``'s wait for Spark while a barrier is applied: the plan (and
+        its limit) to use, planned again if Spark came up first."""
+        while not over.wait(0.05):
+            if self._closing.is_set():
+                return planned, max_bytes
+            if self.spark_ready:
+                break
+        else:
+            return planned, max_bytes
+        limit = self._batch_limit(view, start, end_limit)
+        if limit == max_bytes or over.is_set():
+            return planned, max_bytes
+        key[1] = limit  # (the main thread then waits for this plan rather than make its own)
+        return self._plan(view, start, end_limit, limit), limit
+
     def _read_next(self, start: Position, segments: list[Segment], read: bool
                    ) -> ReadAhead | None:
         """The read stage of the planned batch of ``segments``, started now, when ``read``
         and it is one for Spark's apply stage."""
-        # Only a session the main thread has taken over (``spark``): this thread leaves
-        # its start to it.
-        spark = self._spark if self._spark_starting is None else None
+        # A session started (``spark_ready``) and not failed: this thread leaves its
+        # start, and a failure's report, to the main thread (``spark``).
+        spark = self._spark if self.spark_ready and self._spark_failed is None else None
         if not read or spark is None or len(segments) < 2 or \
                 any(s.kind != "dml" for s in segments) or \
                 self._on_driver(sum(s.stop - s.start for s in segments)):
@@ -794,10 +837,8 @@ class SyncPipeline:
             rows_by_op, reached = self._strict(segments)
             segments = []
         if rows_only and segments and self._on_driver(relay_bytes):
-            # Nothing to mark in flight: the batch and the checkpoint's move are one
-            # downstream transaction.
             applying = time.monotonic()
-            rows_by_op = self._driver_batch(start, end, batch_id, gtid, segments)
+            rows_by_op = self._driver_batch(start, end, batch_id, gtid, segments, reached)
             spark_seconds = time.monotonic() - applying
         else:
             with self.replayer.use() as conn:
@@ -1058,9 +1099,24 @@ class SyncPipeline:
             not ready and size <= 2 * sync.partition_bytes)
 
     def _driver_batch(self, start: Position, end: Position, batch_id: int, gtid: str,
-                      segments: list[Segment]) -> dict[str, int]:
-        """A batch of rows applied here, with the checkpoint's move, in one downstream
-        transaction."""
+                      segments: list[Segment], reached: Position) -> dict[str, int]:
+        """A batch of rows applied here: as ``[sync] tasks`` apply tasks would, a
+        connection each, between the checkpoint's in-flight mark and its move (as a Spark
+        batch); or, with one task or a table to replay in order, with the checkpoint's
+        move in one downstream transaction."""
+        tasks = self.sync.tasks
+        if tasks > 1 and sum(s.stop - s.start for s in segments) >= _SPREAD_BYTES:
+            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
+                              rules=self.rules)
+            with self.replayer.use() as conn:
+                def begin() -> None:
+                    mark_in_flight(conn, self.name, batch_id, end, gtid, self.store,
+                                   start=reached)
+
+                ops = apply_spread(ctx, str(self.relay_dir), segments, begin)
+                if ops is not None:
+                    finish_batch(conn, self.name, batch_id, self.store)
+                    return self._counted([ops])
         ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1,
                           rules=self.rules)
         update = CheckpointUpdate(self.name, start, end, gtid, self.store, batch_id)

@@ -202,18 +202,27 @@ def apply_lanes(step: Callable[[TaskContext, int, Iterator[Record]], Iterator[An
             if records is None:
                 records = by_task[index] = []
             records.extend(pickle.loads(blob))
-        if len(by_task) <= 1:
-            results = [list(step(ctx, i, iter(r))) for i, r in by_task.items()]
-        else:
-            with ThreadPoolExecutor(len(by_task), thread_name_prefix="apply") as pool:
-                running = [pool.submit(lambda i=i, r=r: list(step(ctx, i, iter(r))))
-                           for i, r in sorted(by_task.items())]
-                results = [future.result() for future in running]
-        # Freed here, by reference counting, not walked by the collector once it is on.
-        by_task.clear()
         records = None
+        results = run_at_once(step, ctx, by_task)
     for result in results:
         yield from result
+
+
+def run_at_once(step: Callable[[TaskContext, int, Iterator[Record]], Iterator[Any]],
+                ctx: TaskContext, by_task: dict[int, list[Record]]) -> list[list[Any]]:
+    """``step`` over each apply task's records (emptying ``by_task``), a thread and a
+    connection each when there are several; their results in task order.  Every thread
+    has stopped when this returns or raises (the first failure, by task order)."""
+    try:
+        if len(by_task) <= 1:
+            return [list(step(ctx, i, iter(r))) for i, r in by_task.items()]
+        with ThreadPoolExecutor(len(by_task), thread_name_prefix="apply") as pool:
+            running = [pool.submit(lambda i=i, r=r: list(step(ctx, i, iter(r))))
+                       for i, r in sorted(by_task.items())]
+            return [future.result() for future in running]
+    finally:
+        # Freed here, by reference counting, not walked by the collector once it is on.
+        by_task.clear()
 
 
 @task_errors
@@ -247,6 +256,35 @@ def apply_with_checkpoint(ctx: TaskContext, relay_dir: str, segments: list[Any],
                                                max_packet=ctx.rules.max_allowed_packet)
         del parts  # (see apply_lanes)
     return ops if done else None
+
+
+def apply_spread(ctx: TaskContext, relay_dir: str, segments: list[Any],
+                 begin: Callable[[], None]) -> dict[str, int] | None:
+    """A batch of rows applied from the calling process as ``ctx.tasks`` apply tasks
+    would apply it through Spark (the same records, parts, ledger claims and task ids), a
+    connection and a thread each: the downstream writes on as many of its threads, where a
+    batch in one transaction (:func:`apply_with_checkpoint`) gives it one.  ``begin`` runs
+    once the batch is known to be simple (``compact.simple``) and before anything is
+    written: the caller marks the batch in flight there.  What it counted, or None (nothing
+    done, ``begin`` not called) when only the whole batch tells which tables to replay in
+    order (a text key, a partial image): :func:`apply_with_checkpoint` takes those."""
+    with paused_gc():
+        by_task: dict[int, list[Record]] = {}
+        for segment in segments:
+            for target, record in compact_segment(relay_dir, segment, ctx.tasks, ctx.rules):
+                records = by_task.get(target)
+                if records is None:
+                    records = by_task[target] = []
+                records.append(record)
+        if not all(simple(records) for records in by_task.values()):
+            return None
+        begin()
+        counts: dict[str, int] = {}
+        for result in run_at_once(apply_records, ctx, by_task):
+            for ops in result:
+                for op, n in ops.items():
+                    counts[op] = counts.get(op, 0) + n
+    return counts
 
 
 def _alone(ctx: TaskContext, relay_dir: str, segments: Iterable[Any]
