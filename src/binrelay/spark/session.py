@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import logging
 import os
 import re
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from binrelay.errors import SparkError
+from binrelay.spark.jvm_archive import archive_use
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -32,6 +34,7 @@ LOOPBACK = "127.0.0.1"
 #: log4j2 configuration of the driver and executor JVMs (see the file).
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+_DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
 
 jvm_log = logging.getLogger("binrelay.spark.jvm")
 _TELLING = re.compile(r"error|exception|no such file|not found|cannot|could not",
@@ -161,20 +164,41 @@ def start_jvm(conf: dict[str, str]) -> None:
 
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
-    spark_conf = SparkConf()
-    for key, value in conf.items():
-        spark_conf.set(key, value)
-    output = JvmOutput()
-    try:
-        gateway = launch_gateway(spark_conf, popen_kwargs={
-            "stdout": output.write_fd, "stderr": output.write_fd})
-    except Exception as exc:
+    from pyspark.find_spark_home import _find_spark_home
+
+    options = conf.get(_DRIVER_OPTIONS, "")
+    archive = archive_use(Path(_find_spark_home()), options)
+
+    def launch(extra: str) -> Any:
+        spark_conf = SparkConf()
+        for key, value in conf.items():
+            spark_conf.set(key, value)
+        if extra:
+            spark_conf.set(_DRIVER_OPTIONS, f"{options} {extra}".strip())
+        output = JvmOutput()
+        try:
+            gateway = launch_gateway(spark_conf, popen_kwargs={
+                "stdout": output.write_fd, "stderr": output.write_fd})
+        except Exception as exc:
+            output.started()
+            raise SparkError(
+                f"Spark's driver JVM did not start: {output.reason()}",
+                hint="check that Java 17 is installed (java -version) or JAVA_HOME points"
+                     ' at it; the JVM\'s whole output is in the log at log-level = "debug"'
+            ) from exc
         output.started()
-        raise SparkError(
-            f"Spark's driver JVM did not start: {output.reason()}",
-            hint="check that Java 17 is installed (java -version) or JAVA_HOME points at "
-                 'it; the JVM\'s whole output is in the log at log-level = "debug"') from exc
-    output.started()
+        return gateway
+
+    try:
+        gateway = launch(archive.options)
+    except SparkError:
+        if archive.mapped is None:
+            raise
+        archive.failed()  # (a truncated archive stops the JVM at once)
+        gateway = launch("")
+    else:
+        with contextlib.suppress(Exception):  # only the archive's making needs it
+            archive.started(int(gateway.jvm.java.lang.ProcessHandle.current().pid()))
     SparkContext._ensure_initialized(gateway=gateway)
 
 
