@@ -29,11 +29,16 @@ def spark_home(tmp: Path) -> Path:
     return tmp / "spark"
 
 
-def test_the_key_follows_the_jars_and_the_options(tmp_path: Path) -> None:
+def test_the_key_follows_the_jars_the_class_path_and_the_options(tmp_path: Path,
+                                                                   monkeypatch) -> None:
     home = spark_home(tmp_path)
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
     key = archive_key(home, None, "-Xa")
     assert archive_key(home, None, "-Xa") == key
     assert archive_key(home, None, "-Xb") != key
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert archive_key(home, None, "-Xa") != key
+    monkeypatch.delenv("SPARK_CONF_DIR")
     (home / "jars" / "b.jar").write_bytes(b"y" * 11)
     assert archive_key(home, None, "-Xa") != key
 
@@ -45,7 +50,9 @@ def test_one_jvm_makes_it_and_a_later_start_maps_it(tmp_path: Path) -> None:
     assert making.making is not None and making.mapped is None
     assert making.options == f"-XX:ArchiveClassesAtExit={making.making}"
     pid_file = making.making.with_suffix(".pid")
-    assert pid_file.read_text() == str(os.getpid())  # the maker, until its JVM is known
+    # The maker (pid and start time: a reused pid is another process), until its JVM is
+    # known.
+    assert pid_file.read_text().split()[0] == str(os.getpid())
     # Its JVM is alive: another start neither maps nor makes one.
     assert archive_use(home, "-Xa", directory=cache, token="t2") == ArchiveUse()
     # The JVM writes the archive as it exits; once it is gone the archive moves in place.
@@ -72,6 +79,40 @@ def test_a_maker_that_wrote_nothing_is_not_waited_for(tmp_path: Path) -> None:
     again = archive_use(home, "-Xa", directory=cache, token="t2")
     assert again.making is not None and again.making != making.making
     assert not making.making.exists()
+
+
+def test_a_reused_pid_is_not_the_maker(tmp_path: Path) -> None:
+    home, cache = spark_home(tmp_path), tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    making = archive_use(home, "-Xa", directory=cache, token="t1")
+    assert making.making is not None
+    # The JVM's pid, since reused by this very process (alive, another start time).
+    making.making.with_suffix(".pid").write_text(f"{os.getpid()} 1")
+    making.making.write_bytes(b"archive")
+    assert archive_use(home, "-Xa", directory=cache, token="t2").mapped is not None
+
+
+def test_a_start_that_failed_while_making_one_lets_another_make_it(tmp_path: Path) -> None:
+    home, cache = spark_home(tmp_path), tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    making = archive_use(home, "-Xa", directory=cache, token="t1")
+    making.failed()
+    assert archive_use(home, "-Xa", directory=cache, token="t2").making is not None
+
+
+def test_old_archives_of_other_keys_go_and_crash_reports_are_private(tmp_path: Path) -> None:
+    home, cache = spark_home(tmp_path), tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    old, recent = cache / "0123old.jsa", cache / "4567new.jsa"
+    for path in (old, recent):
+        path.write_bytes(b"x")
+    os.utime(old, (1, 1))
+    report = cache / "hs_err_123.log"
+    report.write_text("crash")
+    report.chmod(0o644)
+    archive_use(home, "-Xa", directory=cache, token="t1")
+    assert not old.exists() and recent.exists()
+    assert stat.S_IMODE(report.stat().st_mode) == 0o600
 
 
 def test_no_cache_dir_no_archive(tmp_path: Path, monkeypatch) -> None:

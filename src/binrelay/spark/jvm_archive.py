@@ -54,11 +54,15 @@ class ArchiveUse:
         """The JVM making an archive is up: its pid, for the start that moves the archive
         into place once the JVM is gone."""
         if self.making is not None:
-            _write_private(_pid_file(self.making), str(jvm_pid))
+            _write_private(_pid_file(self.making), _identity(jvm_pid))
 
     def failed(self) -> None:
-        """The JVM did not start with the archive mapped: delete it (the next run makes a
-        new one)."""
+        """The JVM did not start with these options, and did without them: delete the
+        archive it mapped (the next run makes a new one), or forget the one it was to
+        make."""
+        if self.making is not None:
+            with contextlib.suppress(OSError):
+                _pid_file(self.making).unlink()
         if self.mapped is not None:
             log.debug("the JVM did not start with its class archive: deleting it",
                       extra={"archive": str(self.mapped)})
@@ -69,21 +73,40 @@ class ArchiveUse:
 def cache_dir() -> Path | None:
     """``$XDG_CACHE_HOME/binrelay/jvm`` (``~/.cache`` by default), made 0700; None when it
     cannot be made."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    path = Path(base) / "binrelay" / "jvm"
     try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(path, 0o700)
-    except OSError as exc:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        base.mkdir(parents=True, exist_ok=True)
+        path = base / "binrelay" / "jvm"
+        for level in (path.parent, path):
+            level.mkdir(exist_ok=True, mode=0o700)
+            os.chmod(level, 0o700)
+    except (OSError, RuntimeError) as exc:  # (RuntimeError: no home directory)
         log.debug("no cache dir for the JVM's class archive", extra={"error": str(exc)})
+        return None
+    if any(c in str(path) for c in _UNQUOTABLE):
         return None
     return path
 
 
+#: Environment that adds to the driver JVM's class path (``bin/spark-class``), and so to
+#: what an archive must match.
+_CLASS_PATH_ENV = ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
+                   "SPARK_DIST_CLASSPATH")
+#: Characters Spark's splitting of extraJavaOptions (or the JVM's ``%p`` in -XX:ErrorFile)
+#: would take apart: a cache dir holding one gets no archive.
+_UNQUOTABLE = ("'", '"', "\\", "%")
+#: An archive of another key (another JVM, Spark or option set) not used for this long is
+#: deleted by a start that makes or maps one (each is ~130 MB).
+_UNUSED = 7 * 24 * 3600.0
+
+
 def archive_key(spark_home: Path, java: Path | None, java_options: str) -> str:
     """What the archive depends on, as a file name: the JVM binary, Spark's jars (name,
-    size, modification time: the JVM checks the same), the driver's options."""
+    size, modification time: the JVM checks the same), the environment that adds to the
+    class path, the driver's options (and extra class path)."""
     digest = hashlib.blake2b(digest_size=10)
+    for name in _CLASS_PATH_ENV:
+        digest.update(f"{name}={os.environ.get(name, '')}\n".encode())
     for path in [java, *sorted((spark_home / "jars").glob("*.jar"))]:
         if path is None:
             continue
@@ -115,18 +138,20 @@ def archive_use(spark_home: Path, java_options: str, *, directory: Path | None =
     final = directory / f"{key}.jsa"
     try:
         _settle(directory, key, final)
+        _tidy(directory, key)
         if final.is_file():
+            os.utime(final)  # (in use: see _tidy)
             # -Xshare:on: an archive the JVM cannot use stops it (and is replaced) rather
             # than being ignored at every start.
             return ArchiveUse(f"{_option('-XX:SharedArchiveFile=', final)}"
                               " -Xshare:on -XX:+VerifySharedSpaces"
                               f" {_option('-XX:ErrorFile=', directory / 'hs_err_%p.log')}",
                               mapped=final)
-        if not make or any(_alive(pid) for pid in _maker_pids(directory, key)):
+        if not make or _making(directory, key):
             return ArchiveUse()
         making = directory / f"{key}.{token or f'{os.getpid()}-{time.time_ns()}'}.part"
         # The maker's own pid until its JVM's is known: a start meanwhile leaves it be.
-        _write_private(_pid_file(making), str(os.getpid()))
+        _write_private(_pid_file(making), _identity(os.getpid()))
     except OSError as exc:
         log.debug("the JVM's class archive is not used", extra={"error": str(exc)})
         return ArchiveUse()
@@ -134,47 +159,64 @@ def archive_use(spark_home: Path, java_options: str, *, directory: Path | None =
 
 
 def _option(name: str, path: Path) -> str:
-    # Spark splits extraJavaOptions like a shell would: quote a path with blanks.
+    # Spark splits extraJavaOptions like a shell would: quote a path with blanks (one with
+    # quotes, backslashes or % gets no archive: cache_dir).
     text = f"{name}{path}"
     return f"'{text}'" if " " in text else text
+
+
+def key_options(conf: dict[str, str]) -> str:
+    """What of a session's configuration the archive depends on: the driver's JVM options
+    and extra class path."""
+    return (f"{conf.get('spark.driver.extraJavaOptions', '')}\0"
+            f"{conf.get('spark.driver.extraClassPath', '')}")
 
 
 def make_archive(timeout: float = 120.0) -> Path | None:
     """Make the archive now if there is none (``dev/setup``): a child process starts a
     session and runs a job, and its JVM writes the archive as it exits.  Returns the
-    archive, or None when none could be made."""
+    archive, or None when none could be made (never raises: it is only an
+    optimisation)."""
     import subprocess
     import sys
 
-    from pyspark.find_spark_home import _find_spark_home
+    try:
+        from pyspark.find_spark_home import _find_spark_home
 
-    from binrelay.spark.session import session_conf
+        from binrelay.spark.session import session_conf
 
-    directory = cache_dir()
-    if directory is None:
-        return None
-    options = session_conf("local[1]", "binrelay-archive")["spark.driver.extraJavaOptions"]
-    final = directory / f"{archive_key(Path(_find_spark_home()), java_binary(), options)}.jsa"
-    archive_use(Path(_find_spark_home()), options, directory=directory, make=False)
-    if final.is_file():
-        return final
-    # A job of each kind a sync runs (a read stage's shuffle, an apply stage reading it):
-    # the archive holds the classes the maker's JVM loaded.
-    code = ("from binrelay.spark.session import build_session\n"
-            "s = build_session('local[1]', app_name='binrelay-archive')\n"
-            "rdd = s.sparkContext.parallelize(range(64), 2).map(lambda x: (x % 4, x))\n"
-            "rdd.partitionBy(2).mapPartitions(lambda it: [sum(v for _k, v in it)]).collect()\n"
-            "s.stop()\n")
-    subprocess.run([sys.executable, "-c", code], check=False, timeout=timeout,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        archive_use(Path(_find_spark_home()), options, directory=directory, make=False)
+        directory = cache_dir()
+        if directory is None:
+            return None
+        home = Path(_find_spark_home())
+        options = key_options(session_conf("local[1]", "binrelay-archive"))
+        key = archive_key(home, java_binary(), options)
+        final = directory / f"{key}.jsa"
+        archive_use(home, options, directory=directory, make=False)
         if final.is_file():
             return final
-        time.sleep(0.5)
-    return None
-
+        # A job of each kind a sync runs (a read stage's shuffle, an apply stage reading
+        # it): the archive holds the classes the maker's JVM loaded.
+        code = ("from binrelay.spark.session import build_session\n"
+                "s = build_session('local[1]', app_name='binrelay-archive')\n"
+                "rdd = s.sparkContext.parallelize(range(64), 2).map(lambda x: (x % 4, x))\n"
+                "rdd.partitionBy(2).mapPartitions(lambda it: [sum(v for _k, v in it)])"
+                ".collect()\n"
+                "s.stop()\n")
+        subprocess.run([sys.executable, "-c", code], check=False, timeout=timeout,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            # Until its JVM, writing the archive as it exits, is gone.
+            archive_use(home, options, directory=directory, make=False)
+            if final.is_file() or not _making(directory, key) or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        return final if final.is_file() else None
+    except Exception as exc:  # (a timeout, no JVM, no pyspark)
+        log.debug("the JVM's class archive was not made", extra={"error": str(exc)})
+        return None
 
 
 def _settle(directory: Path, key: str, final: Path) -> None:
@@ -182,11 +224,7 @@ def _settle(directory: Path, key: str, final: Path) -> None:
     that never will be."""
     for pid_file in directory.glob(f"{key}.*.pid"):
         part = pid_file.with_suffix(".part")
-        try:
-            pid = int(pid_file.read_text().strip() or 0)
-        except (OSError, ValueError):
-            pid = 0
-        if pid and _alive(pid):
+        if _running(pid_file):
             continue
         if part.is_file() and part.stat().st_size > 0 and not final.exists():
             os.chmod(part, 0o600)
@@ -199,15 +237,44 @@ def _settle(directory: Path, key: str, final: Path) -> None:
         pid_file.unlink()
 
 
-def _maker_pids(directory: Path, key: str) -> list[int]:
-    pids = []
-    for pid_file in directory.glob(f"{key}.*.pid"):
-        with contextlib.suppress(OSError, ValueError):
-            pids.append(int(pid_file.read_text().strip()))
-    return pids
+def _tidy(directory: Path, key: str) -> None:
+    """Archives of other keys unused for a week go; the JVM's crash reports (of a start
+    with an archive it could not map) are made private."""
+    now = time.time()
+    for other in directory.glob("*.jsa"):
+        if not other.name.startswith(key) and now - other.stat().st_mtime > _UNUSED:
+            other.unlink()
+    for report in directory.glob("hs_err_*.log"):
+        os.chmod(report, 0o600)
 
 
-def _alive(pid: int) -> bool:
+def _making(directory: Path, key: str) -> bool:
+    """Whether a JVM (or the process starting one) is making this key's archive."""
+    return any(_running(pid_file) for pid_file in directory.glob(f"{key}.*.pid"))
+
+
+def _identity(pid: int) -> str:
+    """A process as its pid and start time (``/proc/<pid>/stat``): a pid reused by another
+    process does not pass for it."""
+    return f"{pid} {_start_time(pid) or ''}".strip()
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _running(pid_file: Path) -> bool:
+    try:
+        fields = pid_file.read_text().split()
+        pid = int(fields[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    if len(fields) > 1:
+        return _start_time(pid) == fields[1]
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from binrelay.errors import SparkError
-from binrelay.spark.jvm_archive import archive_use
+from binrelay.spark.jvm_archive import ArchiveUse, archive_use, key_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -36,6 +36,7 @@ LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 _DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
 
+log = logging.getLogger(__name__)
 jvm_log = logging.getLogger("binrelay.spark.jvm")
 _TELLING = re.compile(r"error|exception|no such file|not found|cannot|could not",
                       re.IGNORECASE)
@@ -167,7 +168,11 @@ def start_jvm(conf: dict[str, str]) -> None:
     from pyspark.find_spark_home import _find_spark_home
 
     options = conf.get(_DRIVER_OPTIONS, "")
-    archive = archive_use(Path(_find_spark_home()), options)
+    try:
+        archive = archive_use(Path(_find_spark_home()), key_options(conf))
+    except Exception as exc:  # only an optimisation: never in the way of a start
+        log.debug("the JVM's class archive is not used", extra={"error": str(exc)})
+        archive = ArchiveUse()
 
     def launch(extra: str) -> Any:
         spark_conf = SparkConf()
@@ -192,10 +197,10 @@ def start_jvm(conf: dict[str, str]) -> None:
     try:
         gateway = launch(archive.options)
     except SparkError:
-        if archive.mapped is None:
+        if not archive.options:
             raise
-        archive.failed()  # (a truncated archive stops the JVM at once)
-        gateway = launch("")
+        gateway = launch("")  # raises if the archive was not what stopped the JVM
+        archive.failed()  # (a truncated or foreign archive stops the JVM at once)
     else:
         with contextlib.suppress(Exception):  # only the archive's making needs it
             archive.started(int(gateway.jvm.java.lang.ProcessHandle.current().pid()))

@@ -672,7 +672,7 @@ class SyncPipeline:
                 if self._closing.is_set() or time.monotonic() > waited:
                     read = False
                     break
-            read = read and not self._closing.is_set()
+        read = read and not self._closing.is_set()
         started = self._read_next(start, segments, read)
         chained: Ahead | None = None
         if chain and self._planner is not None and self._barrier(segments) and \
@@ -1039,6 +1039,13 @@ class SyncPipeline:
         # The whole batch in one task (compact, find the ordered tables, apply).
         alone = TaskContext(self.downstream, self.name, batch_id, self.store, 1, rules=rules)
         if self._on_driver(sum(s.stop - s.start for s in segments)):
+            # (A replayed batch, marked in flight already.)  As the driver wrote it: its
+            # tasks' ledger claims then skip what they committed.
+            if self._spread(segments):
+                spread = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
+                                     rules=rules)
+                return self._counted([apply_spread(spread, relay_dir, segments,
+                                                   lambda: None)])
             return self._counted(list(apply_here(alone, relay_dir, iter(segments))))
         sc = self.spark.sparkContext
         # Two steps: which tables this batch must replay in order is known only from all of
@@ -1104,19 +1111,17 @@ class SyncPipeline:
         connection each, between the checkpoint's in-flight mark and its move (as a Spark
         batch); or, with one task or a table to replay in order, with the checkpoint's
         move in one downstream transaction."""
-        tasks = self.sync.tasks
-        if tasks > 1 and sum(s.stop - s.start for s in segments) >= _SPREAD_BYTES:
-            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
-                              rules=self.rules)
+        if self._spread(segments):
+            ctx = TaskContext(self.downstream, self.name, batch_id, self.store,
+                              self.sync.tasks, rules=self.rules)
             with self.replayer.use() as conn:
                 def begin() -> None:
                     mark_in_flight(conn, self.name, batch_id, end, gtid, self.store,
                                    start=reached)
 
                 ops = apply_spread(ctx, str(self.relay_dir), segments, begin)
-                if ops is not None:
-                    finish_batch(conn, self.name, batch_id, self.store)
-                    return self._counted([ops])
+                finish_batch(conn, self.name, batch_id, self.store)
+            return self._counted([ops])
         ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1,
                           rules=self.rules)
         update = CheckpointUpdate(self.name, start, end, gtid, self.store, batch_id)
@@ -1128,6 +1133,12 @@ class SyncPipeline:
                             "pipeline": self.name, "batch": batch_id, "end": str(end)})
             return {}
         return self._counted([ops])
+
+    def _spread(self, segments: list[Segment]) -> bool:
+        """Whether a batch of rows the driver applies is written by ``[sync] tasks``
+        connections (``tasks.apply_spread``) rather than in one transaction."""
+        return self.sync.tasks > 1 and \
+            sum(s.stop - s.start for s in segments) >= _SPREAD_BYTES
 
     def _counted(self, counts: list[dict[str, int]]) -> dict[str, int]:
         rows_by_op: dict[str, int] = {}

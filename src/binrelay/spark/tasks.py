@@ -259,25 +259,36 @@ def apply_with_checkpoint(ctx: TaskContext, relay_dir: str, segments: list[Any],
 
 
 def apply_spread(ctx: TaskContext, relay_dir: str, segments: list[Any],
-                 begin: Callable[[], None]) -> dict[str, int] | None:
+                 begin: Callable[[], None]) -> dict[str, int]:
     """A batch of rows applied from the calling process as ``ctx.tasks`` apply tasks
     would apply it through Spark (the same records, parts, ledger claims and task ids), a
     connection and a thread each: the downstream writes on as many of its threads, where a
-    batch in one transaction (:func:`apply_with_checkpoint`) gives it one.  ``begin`` runs
-    once the batch is known to be simple (``compact.simple``) and before anything is
-    written: the caller marks the batch in flight there.  What it counted, or None (nothing
-    done, ``begin`` not called) when only the whole batch tells which tables to replay in
-    order (a text key, a partial image): :func:`apply_with_checkpoint` takes those."""
+    batch in one transaction (:func:`apply_with_checkpoint`) gives it one.  As Spark's
+    second job does when the batch is not ``compact.simple``, the tables found to need
+    replaying in order are decoded again, raw, each whole for one task.  ``begin`` runs
+    before anything is written (the caller marks the batch in flight there).  What it
+    counted."""
     with paused_gc():
-        by_task: dict[int, list[Record]] = {}
+        tasks, rules = ctx.tasks, ctx.rules
+        by_task: dict[int, list[Record]] = {i: [] for i in range(tasks)}
         for segment in segments:
-            for target, record in compact_segment(relay_dir, segment, ctx.tasks, ctx.rules):
-                records = by_task.get(target)
-                if records is None:
-                    records = by_task[target] = []
-                records.append(record)
+            for target, record in compact_segment(relay_dir, segment, tasks, rules):
+                by_task[target].append(record)
         if not all(simple(records) for records in by_task.values()):
-            return None
+            ordered: dict[TableRef, str] = {}
+            keyed: set[TableRef] = set()
+            for records in by_task.values():
+                for reasons, tables in ordered_tables(records):
+                    ordered.update(reasons)
+                    keyed |= tables
+            redo = {t: r for t, r in ordered.items() if t in keyed}
+            if redo:
+                for index, records in by_task.items():
+                    by_task[index] = [r for r in records if record_table(r) not in redo]
+                for segment in segments:
+                    for target, record in raw_records(relay_dir, segment, tasks, redo, rules):
+                        by_task[target].append(record)
+            ctx = replace(ctx, ordered=frozenset(ordered))
         begin()
         counts: dict[str, int] = {}
         for result in run_at_once(apply_records, ctx, by_task):
