@@ -210,8 +210,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
             "With `driver-apply`, a batch of rows up to this many relay bytes is applied by "
             "the driver even when Spark is up (a streaming sync's batches, the rows between "
             "DDL), saving a Spark job's costs (tens of ms, and CPU for the JVM, pickling and "
-            "the workers' pipes): below 1 MiB in one downstream transaction with the "
-            "checkpoint's move (two checkpoint commits saved), from 1 MiB on by `tasks` "
+            "the workers' pipes): below 8 MiB in one downstream transaction with the "
+            "checkpoint's move (two checkpoint commits saved), from 8 MiB on by `tasks` "
             "connections at once, as Spark's apply tasks would. 0: only while Spark starts.",
             unit="bytes", default_doc="16777216"),
     },

@@ -216,9 +216,11 @@ _SPARK_WORTHY = 64 * 1024
 #: (heartbeat p99 5.8 s).  A catch-up's backlog (hundreds of MiB) still goes to Spark.
 _DRIVER_BACKLOG = 4
 #: A batch of rows the driver applies is written by ``[sync] tasks`` connections from this
-#: many relay bytes on; a smaller one (a streaming sync's batch) in one transaction with
-#: the checkpoint's move, which saves the in-flight mark's and the ledger's commits.
-_SPREAD_BYTES = 1 << 20
+#: many relay bytes on (a catch-up's driver batches, ~16 MiB); a smaller one (a streaming
+#: sync's: under 2-thread unthrottled sysbench, 1-5 MiB) in one transaction with the
+#: checkpoint's move, which saves the in-flight mark's and the ledger's commits, and whose
+#: lag was measured so (``bench.sync_lag``, not rerun with several connections).
+_SPREAD_BYTES = 8 << 20
 #: How long a chained plan's read stage waits for the batch before the barrier to be done
 #: (``_plan_then_read``), seconds; after that the batch's apply job runs the stage.  Every
 #: exit of the run opens the gate first.
