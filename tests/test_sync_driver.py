@@ -80,6 +80,10 @@ def test_a_sync_a_little_behind_keeps_its_batches_on_the_driver(tmp_path: Path) 
         p = pipeline(tmp_path, **off)
         p.up = True
         assert p._batch_limit(view, start, view.end) == p.sync.batch_bytes
+    # A catch-up gives Spark its tail as one batch.
+    behind_a_little._catching_up = True
+    assert behind_a_little._batch_limit(view, start, view.end) == \
+        behind_a_little.sync.batch_bytes
 
 
 @pytest.mark.parametrize("sync", [{"driver-apply": False},
