@@ -15,8 +15,8 @@ from binrelay.spark.jvm_archive import (
     archive_key,
     archive_use,
     java_binary,
-    make_archive,
 )
+from binrelay.spark.session import make_archive
 
 DEAD = 2**22 + 12345  # above the default pid_max: no such process
 

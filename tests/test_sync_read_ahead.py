@@ -99,10 +99,12 @@ def test_read_ahead_across_barriers(spark, mariadb_factory, tmp_path: Path,
     chained: list[object] = []
     plan_then_read = SyncPipeline._plan_then_read
 
-    def spy_plan(self, view, start, end_limit, max_bytes, read, chain=False, gate=None):
+    def spy_plan(self, view, start, end_limit, max_bytes, read, chain=False, gate=None,
+                 **kw):
         if gate is not None:
             chained.append(start)
-        return plan_then_read(self, view, start, end_limit, max_bytes, read, chain, gate)
+        return plan_then_read(self, view, start, end_limit, max_bytes, read, chain, gate,
+                              **kw)
 
     monkeypatch.setattr(SyncPipeline, "_plan_then_read", spy_plan)
     pipeline = SyncPipeline(load_config(config_path), spark=spark)

@@ -147,7 +147,7 @@ def archive_use(spark_home: Path, java_options: str, *, directory: Path | None =
                               " -Xshare:on -XX:+VerifySharedSpaces"
                               f" {_option('-XX:ErrorFile=', directory / 'hs_err_%p.log')}",
                               mapped=final)
-        if not make or _making(directory, key):
+        if not make or being_made(directory, key):
             return ArchiveUse()
         making = directory / f"{key}.{token or f'{os.getpid()}-{time.time_ns()}'}.part"
         # The maker's own pid until its JVM's is known: a start meanwhile leaves it be.
@@ -170,53 +170,6 @@ def key_options(conf: dict[str, str]) -> str:
     and extra class path."""
     return (f"{conf.get('spark.driver.extraJavaOptions', '')}\0"
             f"{conf.get('spark.driver.extraClassPath', '')}")
-
-
-def make_archive(timeout: float = 120.0) -> Path | None:
-    """Make the archive now if there is none (``dev/setup``): a child process starts a
-    session and runs a job, and its JVM writes the archive as it exits.  Returns the
-    archive, or None when none could be made (never raises: it is only an
-    optimisation)."""
-    import subprocess
-    import sys
-
-    try:
-        from pyspark.find_spark_home import _find_spark_home
-
-        from binrelay.spark.session import session_conf
-
-        directory = cache_dir()
-        if directory is None:
-            return None
-        home = Path(_find_spark_home())
-        options = key_options(session_conf("local[1]", "binrelay-archive"))
-        key = archive_key(home, java_binary(), options)
-        final = directory / f"{key}.jsa"
-        archive_use(home, options, directory=directory, make=False)
-        if final.is_file():
-            return final
-        # A job of each kind a sync runs (a read stage's shuffle, an apply stage reading
-        # it): the archive holds the classes the maker's JVM loaded.
-        code = ("from binrelay.spark.session import build_session\n"
-                "s = build_session('local[1]', app_name='binrelay-archive')\n"
-                "rdd = s.sparkContext.parallelize(range(64), 2).map(lambda x: (x % 4, x))\n"
-                "rdd.partitionBy(2).mapPartitions(lambda it: [sum(v for _k, v in it)])"
-                ".collect()\n"
-                "s.stop()\n")
-        subprocess.run([sys.executable, "-c", code], check=False, timeout=timeout,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while True:
-            # Until its JVM, writing the archive as it exits, is gone.
-            archive_use(home, options, directory=directory, make=False)
-            if final.is_file() or not _making(directory, key) or \
-                    time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        return final if final.is_file() else None
-    except Exception as exc:  # (a timeout, no JVM, no pyspark)
-        log.debug("the JVM's class archive was not made", extra={"error": str(exc)})
-        return None
 
 
 def _settle(directory: Path, key: str, final: Path) -> None:
@@ -248,7 +201,7 @@ def _tidy(directory: Path, key: str) -> None:
         os.chmod(report, 0o600)
 
 
-def _making(directory: Path, key: str) -> bool:
+def being_made(directory: Path, key: str) -> bool:
     """Whether a JVM (or the process starting one) is making this key's archive."""
     return any(_running(pid_file) for pid_file in directory.glob(f"{key}.*.pid"))
 

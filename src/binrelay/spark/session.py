@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from binrelay.errors import SparkError
-from binrelay.spark.jvm_archive import ArchiveUse, archive_use, key_options
+from binrelay.spark.jvm_archive import (
+    ArchiveUse,
+    archive_key,
+    archive_use,
+    being_made,
+    cache_dir,
+    java_binary,
+    key_options,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -231,3 +239,48 @@ def register(spark: SparkSession) -> None:
     from binrelay.spark.source import RelayLogDataSource
 
     spark.dataSource.register(RelayLogDataSource)
+
+
+def make_archive(timeout: float = 120.0) -> Path | None:
+    """Make the driver JVM's class archive now if there is none (``dev/setup``;
+    ``jvm_archive``): a child process starts a session and runs a job, and its JVM writes
+    the archive as it exits.  Returns the archive, or None when none could be made (never
+    raises: it is only an optimisation)."""
+    import subprocess
+    import time
+
+    try:
+        from pyspark.find_spark_home import _find_spark_home
+
+        directory = cache_dir()
+        if directory is None:
+            return None
+        home = Path(_find_spark_home())
+        options = key_options(session_conf("local[1]", "binrelay-archive"))
+        key = archive_key(home, java_binary(), options)
+        final = directory / f"{key}.jsa"
+        archive_use(home, options, directory=directory, make=False)
+        if final.is_file():
+            return final
+        # A job of each kind a sync runs (a read stage's shuffle, an apply stage reading
+        # it): the archive holds the classes the maker's JVM loaded.
+        code = ("from binrelay.spark.session import build_session\n"
+                "s = build_session('local[1]', app_name='binrelay-archive')\n"
+                "rdd = s.sparkContext.parallelize(range(64), 2).map(lambda x: (x % 4, x))\n"
+                "rdd.partitionBy(2).mapPartitions(lambda it: [sum(v for _k, v in it)])"
+                ".collect()\n"
+                "s.stop()\n")
+        subprocess.run([sys.executable, "-c", code], check=False, timeout=timeout,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            # Until its JVM, writing the archive as it exits, is gone.
+            archive_use(home, options, directory=directory, make=False)
+            if final.is_file() or not being_made(directory, key) or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        return final if final.is_file() else None
+    except Exception as exc:  # (a timeout, no JVM, no pyspark)
+        log.debug("the JVM's class archive was not made", extra={"error": str(exc)})
+        return None
