@@ -501,6 +501,19 @@ def ordered_tables(records: Iterable[Record]) -> Iterator[tuple[dict[TableRef, s
     yield reasons, keyed
 
 
+def to_replay(found: Iterable[tuple[dict[TableRef, str], set[TableRef]]]
+              ) -> tuple[dict[TableRef, str], dict[TableRef, str]]:
+    """Of :func:`ordered_tables`' findings (of every apply task): the tables to replay in
+    order, with the reason, and those of them that also arrived compacted, to decode again
+    raw (:func:`raw_records`)."""
+    ordered: dict[TableRef, str] = {}
+    keyed: set[TableRef] = set()
+    for reasons, tables in found:
+        ordered.update(reasons)
+        keyed |= tables
+    return ordered, {t: r for t, r in ordered.items() if t in keyed}
+
+
 def simple(records: list[Record]) -> bool:
     """Whether no table of the whole batch can need replaying in order: no partition had a
     keyless table, a partial image or a text key (which may fold together with a key of

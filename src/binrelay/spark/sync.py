@@ -39,7 +39,6 @@ from binrelay.apply.catalog import (
     read_rules,
     reread_rules,
 )
-from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
     Checkpoint,
     CheckpointStore,
@@ -80,7 +79,7 @@ from binrelay.position import Position, binlog_sort_key
 from binrelay.relay import consumers
 from binrelay.relay.relaydir import RelayView, earliest
 from binrelay.relay.watch import ChangeWaiter
-from binrelay.spark.compact import raw_records
+from binrelay.spark.compact import raw_records, to_replay
 from binrelay.spark.decode import xa_committed
 from binrelay.spark.failures import spark_failures, task_errors
 from binrelay.spark.planning import (
@@ -1054,8 +1053,8 @@ class SyncPipeline:
             if self._spread(segments):
                 spread = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
                                      rules=rules)
-                return self._counted([apply_spread(spread, relay_dir, segments,
-                                                   lambda: None)])
+                return self._counted(apply_spread(spread, relay_dir, segments,
+                                                  lambda: None))
             return self._counted(list(apply_here(alone, relay_dir, iter(segments))))
         sc = self.spark.sparkContext
         # Two steps: which tables this batch must replay in order is known only from all of
@@ -1078,13 +1077,8 @@ class SyncPipeline:
             lambda items: apply_lanes(apply_if_simple, ctx, items)).collect()
         if all(kind == "applied" for kind, _r, _k in first):
             return self._counted([ops for _kind, ops, _k in first])
-        ordered: dict[TableRef, str] = {}
-        keyed: set[TableRef] = set()
-        for _kind, reasons, tables in first:
-            ordered.update(reasons)
-            keyed |= tables
+        ordered, redo = to_replay((reasons, tables) for _kind, reasons, tables in first)
         routed = shuffled
-        redo = {t: r for t, r in ordered.items() if t in keyed}
         if redo:
             log.info("replaying tables in relay order", extra={
                 "batch": batch_id, "tables": ", ".join(map(str, sorted(redo))),
@@ -1119,8 +1113,8 @@ class SyncPipeline:
                       segments: list[Segment], reached: Position) -> dict[str, int]:
         """A batch of rows applied here: as ``[sync] tasks`` apply tasks would, a
         connection each, between the checkpoint's in-flight mark and its move (as a Spark
-        batch); or, with one task or a table to replay in order, with the checkpoint's
-        move in one downstream transaction."""
+        batch); or, with one task or under ``_SPREAD_BYTES``, with the checkpoint's move in
+        one downstream transaction."""
         if self._spread(segments):
             ctx = TaskContext(self.downstream, self.name, batch_id, self.store,
                               self.sync.tasks, rules=self.rules)
@@ -1129,9 +1123,9 @@ class SyncPipeline:
                     mark_in_flight(conn, self.name, batch_id, end, gtid, self.store,
                                    start=reached)
 
-                ops = apply_spread(ctx, str(self.relay_dir), segments, begin)
+                counts = apply_spread(ctx, str(self.relay_dir), segments, begin)
                 finish_batch(conn, self.name, batch_id, self.store)
-            return self._counted([ops])
+            return self._counted(counts)
         ctx = TaskContext(self.downstream, self.name, batch_id, self.store, 1,
                           rules=self.rules)
         update = CheckpointUpdate(self.name, start, end, gtid, self.store, batch_id)

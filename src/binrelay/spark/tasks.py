@@ -37,6 +37,7 @@ from binrelay.spark.compact import (
     raw_records,
     record_table,
     simple,
+    to_replay,
 )
 from binrelay.spark.failures import task_errors
 
@@ -259,15 +260,15 @@ def apply_with_checkpoint(ctx: TaskContext, relay_dir: str, segments: list[Any],
 
 
 def apply_spread(ctx: TaskContext, relay_dir: str, segments: list[Any],
-                 begin: Callable[[], None]) -> dict[str, int]:
+                 begin: Callable[[], None]) -> list[dict[str, int]]:
     """A batch of rows applied from the calling process as ``ctx.tasks`` apply tasks
     would apply it through Spark (the same records, parts, ledger claims and task ids), a
     connection and a thread each: the downstream writes on as many of its threads, where a
     batch in one transaction (:func:`apply_with_checkpoint`) gives it one.  As Spark's
     second job does when the batch is not ``compact.simple``, the tables found to need
     replaying in order are decoded again, raw, each whole for one task.  ``begin`` runs
-    before anything is written (the caller marks the batch in flight there).  What it
-    counted."""
+    before anything is written (the caller marks the batch in flight there).  What each
+    apply task counted."""
     with paused_gc():
         tasks, rules = ctx.tasks, ctx.rules
         by_task: dict[int, list[Record]] = {i: [] for i in range(tasks)}
@@ -275,13 +276,8 @@ def apply_spread(ctx: TaskContext, relay_dir: str, segments: list[Any],
             for target, record in compact_segment(relay_dir, segment, tasks, rules):
                 by_task[target].append(record)
         if not all(simple(records) for records in by_task.values()):
-            ordered: dict[TableRef, str] = {}
-            keyed: set[TableRef] = set()
-            for records in by_task.values():
-                for reasons, tables in ordered_tables(records):
-                    ordered.update(reasons)
-                    keyed |= tables
-            redo = {t: r for t, r in ordered.items() if t in keyed}
+            ordered, redo = to_replay(found for records in by_task.values()
+                                      for found in ordered_tables(records))
             if redo:
                 for index, records in by_task.items():
                     by_task[index] = [r for r in records if record_table(r) not in redo]
@@ -290,12 +286,7 @@ def apply_spread(ctx: TaskContext, relay_dir: str, segments: list[Any],
                         by_task[target].append(record)
             ctx = replace(ctx, ordered=frozenset(ordered))
         begin()
-        counts: dict[str, int] = {}
-        for result in run_at_once(apply_records, ctx, by_task):
-            for ops in result:
-                for op, n in ops.items():
-                    counts[op] = counts.get(op, 0) + n
-    return counts
+        return [ops for result in run_at_once(apply_records, ctx, by_task) for ops in result]
 
 
 def _alone(ctx: TaskContext, relay_dir: str, segments: Iterable[Any]
@@ -306,8 +297,7 @@ def _alone(ctx: TaskContext, relay_dir: str, segments: Iterable[Any]
     rules = ctx.rules
     records = [rec for seg in segments
                for _t, rec in compact_segment(relay_dir, seg, 1, rules)]
-    [(ordered, keyed)] = list(ordered_tables(records))
-    redo = {t: r for t, r in ordered.items() if t in keyed}
+    ordered, redo = to_replay(ordered_tables(records))
     if redo:
         records = [rec for rec in records if record_table(rec) not in redo]
         records += [rec for seg in segments
