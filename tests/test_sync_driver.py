@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from binrelay.config import load_config
 from binrelay.position import Position, SubdirName
 from binrelay.relay.relaydir import RelayView
+from binrelay.spark.planning import Segment
 from binrelay.spark.sync import SyncPipeline
 from relay_helpers import write_config
 from relaydir_builder import make_relay_dir
@@ -38,6 +40,13 @@ def pipeline(tmp_path: Path, **sync: object) -> Pipeline:
     return Pipeline(load_config(path))
 
 
+def one_file_relay(tmp_path: Path) -> tuple[int, RelayView, Position]:
+    """A relay of one file: its bytes after the header, a view of it, where it starts."""
+    files = make_relay_dir(tmp_path / "relay", [("0-1.000001", [40])])
+    return (len(next(iter(files.values()))) - 4, RelayView(tmp_path / "relay"),
+            Position(SubdirName.parse("0-1.000001"), "mysql-bin.000001", 4))
+
+
 def test_defaults_keep_one_partition_on_the_driver(tmp_path: Path) -> None:
     p = pipeline(tmp_path)
     p.up = True
@@ -63,10 +72,7 @@ def test_a_catch_up_starts_spark_for_its_first_real_batch(tmp_path: Path) -> Non
 def test_a_sync_a_little_behind_keeps_its_batches_on_the_driver(tmp_path: Path) -> None:
     """With Spark up, the driver's batches go on while the backlog is a few of them
     (``_DRIVER_BACKLOG``); a bigger backlog goes to Spark in batches of ``batch-bytes``."""
-    files = make_relay_dir(tmp_path / "relay", [("0-1.000001", [40])])
-    backlog = len(next(iter(files.values()))) - 4
-    view = RelayView(tmp_path / "relay")
-    start = Position(SubdirName.parse("0-1.000001"), "mysql-bin.000001", 4)
+    backlog, view, start = one_file_relay(tmp_path)
     behind_a_little = pipeline(tmp_path, **{"driver-batch-bytes": backlog // 4 + 1})
     behind_a_little.up = True
     assert behind_a_little._batch_limit(view, start, view.end) == backlog // 4 + 1
@@ -84,6 +90,33 @@ def test_a_sync_a_little_behind_keeps_its_batches_on_the_driver(tmp_path: Path) 
     behind_a_little._catching_up = True
     assert behind_a_little._batch_limit(view, start, view.end) == \
         behind_a_little.sync.batch_bytes
+
+
+def test_the_tail_of_a_backlog_goes_to_spark_as_one_batch(tmp_path: Path) -> None:
+    """A streaming sync a backlog reached: once a batch of rows bigger than the driver's
+    backlog rule went to Spark, the rest of it does too, as one batch; a small batch of
+    rows after it brings the driver's batches back, a DDL between leaves things as
+    they were."""
+    backlog, view, start = one_file_relay(tmp_path)
+    p = pipeline(tmp_path, **{"driver-batch-bytes": backlog // 4 + 1})
+    p.up = True
+    small = p._batch_limit(view, start, view.end)
+    assert small == backlog // 4 + 1
+    rows = [Segment("0-1.000001", "mysql-bin.000001", 4, 4 + 5 * small, "dml")]
+    ddl = [Segment("0-1.000001", "mysql-bin.000001", 4, 100, "ddl")]
+    # Up to the rule's size, a Spark batch changes nothing (the driver's limit is what
+    # a little behind gets: its batches are driver batches).
+    p._note_size(p.sync.batch_bytes, [replace(rows[0], stop=4 + 4 * small)])
+    assert p._batch_limit(view, start, view.end) == small
+    p._note_size(p.sync.batch_bytes, rows)
+    assert p._batch_limit(view, start, view.end) == p.sync.batch_bytes
+    p._note_size(small, ddl)
+    assert p._batch_limit(view, start, view.end) == p.sync.batch_bytes
+    p._note_size(p.sync.batch_bytes, [replace(rows[0], stop=4 + small)])
+    assert p._batch_limit(view, start, view.end) == small
+    # A driver batch as big (the rule off while Spark starts) is no backlog's sign.
+    p._note_size(small, rows)
+    assert p._batch_limit(view, start, view.end) == small
 
 
 @pytest.mark.parametrize("sync", [{"driver-apply": False},

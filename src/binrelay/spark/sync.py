@@ -212,7 +212,8 @@ _SPARK_WORTHY = 64 * 1024
 #: busy machine is time: measured on 2 cores with a native replica and the upstream
 #: competing (``bench.sync_lag``, both at once), 17-32 MiB batches took 1.5-3.5 s through
 #: Spark where 16 MiB driver batches took 0.5-1.4 s, and the sync fell further behind
-#: (heartbeat p99 5.8 s).  A catch-up's backlog (hundreds of MiB) still goes to Spark.
+#: (heartbeat p99 5.8 s).  A catch-up's backlog (hundreds of MiB) still goes to Spark, its
+#: tail too (``_batch_limit``).
 _DRIVER_BACKLOG = 4
 #: A batch of rows the driver applies is written by ``[sync] tasks`` connections from this
 #: many relay bytes on (a catch-up's driver batches, ~16 MiB); a smaller one (a streaming
@@ -282,6 +283,9 @@ class SyncPipeline:
         self._closing = threading.Event()
         #: The run is a catch-up (``until_caught_up``): see ``_batch_limit``.
         self._catching_up = False
+        #: The last batch of rows went to Spark bigger than the driver's backlog rule
+        #: allows (a backlog arrived): see ``_batch_limit``.
+        self._far_behind = False
         #: The last error retried (text, epoch seconds), kept in the consumer registration
         #: for ``status``.
         self.last_error: tuple[str, float] | None = None
@@ -575,6 +579,7 @@ class SyncPipeline:
                     waiter = self._wait(waiter, end_limit)
                     continue
                 blocked = False
+                self._note_size(max_bytes, segments)
                 batch_id += 1
                 gtid = advance_gtid_set(gtid, gtids)
                 if ahead is None and self._plan_ahead(segments, end, end_limit):
@@ -614,10 +619,11 @@ class SyncPipeline:
         """The most relay bytes the next batch takes.  While Spark starts, the driver
         applies batches itself: small ones, so that Spark takes over as soon as it is up;
         with Spark up, a streaming sync's batches the driver applies when the backlog is a
-        few of them (``_DRIVER_BACKLOG``).  A catch-up (``until_caught_up``) gives Spark
-        its last few batches' worth as one: the tail of a sysbench catch-up, 41 MiB, took
-        1.96 s as one Spark batch and 3.4 s as three driver batches of 16 MiB (one
-        connection; 3.35-3.45 s on four), the bigger batch's survivors denser in the
+        few of them (``_DRIVER_BACKLOG``).  A catch-up (``until_caught_up``), and a
+        streaming sync whose last batch of rows was bigger than that (a backlog arrived),
+        give Spark the last few batches' worth as one: the tail of a sysbench catch-up,
+        41 MiB, took 1.96 s as one Spark batch and 3.4 s as three driver batches of 16 MiB
+        (one connection; 3.35-3.45 s on four), the bigger batch's survivors denser in the
         tables, on an otherwise idle 2-core machine."""
         sync = self.sync
         if not sync.driver_apply:
@@ -625,10 +631,18 @@ class SyncPipeline:
         if not self.spark_ready:
             return min(sync.batch_bytes, sync.partition_bytes)
         backlog = _DRIVER_BACKLOG * sync.driver_batch_bytes
-        if self._catching_up or not backlog or \
+        if self._catching_up or self._far_behind or not backlog or \
                 relay_bytes(view, start, end_limit, at_most=backlog) > backlog:
             return sync.batch_bytes
         return min(sync.batch_bytes, sync.driver_batch_bytes)
+
+    def _note_size(self, max_bytes: int, segments: list[Segment]) -> None:
+        """Note whether a planned batch of rows shows a backlog (``_far_behind``); a
+        barrier between the batches of a backlog leaves it as it was."""
+        if not self._barrier(segments):
+            self._far_behind = max_bytes > self.sync.driver_batch_bytes and \
+                sum(s.stop - s.start for s in segments) > \
+                _DRIVER_BACKLOG * self.sync.driver_batch_bytes
 
     def _plan(self, view: RelayView, start: Position, end_limit: Position,
               max_bytes: int) -> Planned:
