@@ -14,6 +14,7 @@ import contextlib
 import random
 import re
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import pymysql
 import pytest
 
+import binrelay.spark.serial as serial
 import binrelay.spark.sync as sync_module
 from binrelay.config import load_config
 from binrelay.errors import DownstreamRowError, DownstreamSchemaError, UnfaithfulApplyError
@@ -859,14 +861,24 @@ def _load_data_steps(tmp: Path, binlog_format: str) -> list:
     ]
 
 
-@pytest.mark.parametrize("binlog_format", ["STATEMENT", "MIXED"])
-def test_a_statement_format_load_data(env: Env, spark, binlog_format: str) -> None:
+@pytest.mark.parametrize("binlog_format, held", [
+    ("STATEMENT", "memory"), ("STATEMENT", "file"), ("MIXED", "memory")])
+def test_a_statement_format_load_data(env: Env, spark, monkeypatch, binlog_format: str,
+                                      held: str) -> None:
     """LOAD DATA in statement format (MIXED may too: MariaDB's default) logs the file itself
     (BEGIN_LOAD_QUERY, APPEND_BLOCK ... events) and the statement: a replica writes the
     file and loads it.  The sync runs it as LOAD DATA LOCAL, the file sent from the relay
     log's bytes (it stopped with one line).  A file of many blocks, REPLACE and IGNORE, a
-    column list with SET, a character set clause, a load into a table with a foreign key."""
+    column list with SET, a character set clause, a load into a table with a foreign key.
+    A file bigger than the driver holds in memory is gathered in a temporary file."""
+    made: list[tempfile.SpooledTemporaryFile[bytes]] = []
+    if held == "file":
+        monkeypatch.setattr(serial, "LOAD_IN_MEMORY", 4096)
+        gather = serial.load_file
+        monkeypatch.setattr(serial, "load_file", lambda: made.append(gather()) or made[-1])
     converge(env, spark, _load_data_steps(env.tmp, binlog_format))
+    if held == "file":
+        assert any(file._rolled for file in made)
     assert env.downstream.scalar("SELECT COUNT(*) FROM app.t") == 3 + 39_990 + 1 + 2 + 2 - 1
     assert env.downstream.scalar("SELECT v FROM app.t WHERE id = 5") == "café"
     kinds = {row[2] for name, _size in env.upstream.binlog_files()

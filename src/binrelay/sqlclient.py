@@ -21,7 +21,7 @@ import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any
 
 import pymysql
 import pymysql.connections
@@ -51,7 +51,7 @@ class Connection(pymysql.connections.Connection):
     ``LOAD DATA LOCAL`` may read is only what :meth:`offering` holds (open with
     ``local_infile=True``)."""
 
-    _offered: dict[bytes, bytes] | None = None
+    _offered: dict[bytes, bytes | bytearray | IO[bytes]] | None = None
 
     def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
         if isinstance(sslp, dict) and not sslp:
@@ -59,8 +59,9 @@ class Connection(pymysql.connections.Connection):
         return super()._create_ssl_ctx(sslp)  # type: ignore[no-any-return]
 
     @contextmanager
-    def offering(self, name: str, data: bytes) -> Iterator[None]:
-        """While inside, a ``LOAD DATA LOCAL INFILE 'name'`` reads ``data``."""
+    def offering(self, name: str, data: bytes | bytearray | IO[bytes]) -> Iterator[None]:
+        """While inside, a ``LOAD DATA LOCAL INFILE 'name'`` reads ``data`` (bytes, or a
+        binary file read from its start)."""
         self._offered = {name.encode(): data}
         try:
             yield
@@ -93,8 +94,8 @@ class _Result(pymysql.connections.MySQLResult):
         data = offered.get(name)
         try:
             if data is not None:
-                for start in range(0, len(data), _CHUNK):
-                    conn.write_packet(data[start:start + _CHUNK])
+                for chunk in _chunks(data):
+                    conn.write_packet(chunk)
         except BaseException:
             # A lost connection (PyMySQL closed it) stays the error raised; on a live one
             # the exchange is ended first.
@@ -112,6 +113,16 @@ class _Result(pymysql.connections.MySQLResult):
         if not ok_packet.is_ok_packet():
             raise err.OperationalError(CR.CR_COMMANDS_OUT_OF_SYNC, "Commands Out of Sync")
         self._read_ok_packet(ok_packet)
+
+
+def _chunks(data: bytes | bytearray | IO[bytes]) -> Iterator[bytes | bytearray]:
+    if isinstance(data, bytes | bytearray):
+        for start in range(0, len(data), _CHUNK):
+            yield data[start:start + _CHUNK]
+        return
+    data.seek(0)  # (a statement retried sends it again)
+    while chunk := data.read(_CHUNK):
+        yield chunk
 
 
 def connect(**kwargs: Any) -> Connection:

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import pymysql
 
@@ -181,11 +181,12 @@ class SkippedTriggers:
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """The file a replayed LOAD DATA LOCAL reads: the name its statement gives, its bytes,
-    and the warnings that mean the upstream's load (not LOCAL) stopped there."""
+    """The file a replayed LOAD DATA LOCAL reads: the name its statement gives, its bytes
+    (in memory or a temporary file: ``serial.load_file``), and the warnings that mean the
+    upstream's load (not LOCAL) stopped there."""
 
     name: str
-    data: bytes | bytearray = field(repr=False)
+    data: bytes | bytearray | IO[bytes] = field(repr=False)
     stops: frozenset[int] = frozenset()
 
 

@@ -10,12 +10,14 @@ thread runs it; row events become one statement per row, in order.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import Change
@@ -88,11 +90,21 @@ _CONVERSION = frozenset({1261, 1262, 1263, 1264, 1265, 1292, 1364, 1366, 1406})
 _STRICT_ALL = 1 << MARIADB_SQL_MODES.index("STRICT_ALL_TABLES")  # (MySQL's bit too)
 
 
-def _load(ev: ExecuteLoadQueryEvent, files: dict[int, bytearray], position: tuple[int, ...]
+#: A statement-format LOAD DATA's file is held in memory up to this size, and beyond it in
+#: a temporary file (0600, unlinked as made: nothing is left after a crash): a load may be
+#: gigabytes, which the driver must not hold.
+LOAD_IN_MEMORY = 64 << 20
+
+
+def load_file() -> IO[bytes]:
+    """Where a LOAD DATA's file is gathered as its blocks arrive (:data:`LOAD_IN_MEMORY`)."""
+    return tempfile.SpooledTemporaryFile(max_size=LOAD_IN_MEMORY)
+
+
+def _load(ev: ExecuteLoadQueryEvent, files: dict[int, IO[bytes]], position: tuple[int, ...]
           ) -> tuple[bytes, Load]:
     """The LOAD DATA statement as a replica's applier runs it, its file-name part (from the
-    name to ``INTO``) replaced by the file the relay log carries, and that file (held once:
-    a load's file may be large)."""
+    name to ``INTO``) replaced by the file the relay log carries, and that file."""
     if ev.error_code:
         # Part of it done upstream (a non-transactional table): LOCAL cannot stop where the
         # upstream stopped.
@@ -291,8 +303,11 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
     intvars: list[IntvarEvent] = []
     rand: RandEvent | None = None
     user_vars: list[UserVarEvent] = []
-    files: dict[int, bytearray] = {}  # LOAD DATA files by id, as their blocks arrive
-    with open(path, "rb") as f:
+    files: dict[int, IO[bytes]] = {}  # LOAD DATA files by id, as their blocks arrive
+    with open(path, "rb") as f, contextlib.ExitStack() as left:
+        # (A file no statement took is closed here; one a statement took goes with its
+        # action, closed once that is dropped.)
+        left.callback(lambda: [file.close() for file in files.values()])
         for pos, raw in iter_events(f, segment.start, segment.stop,
                                     checksum_alg=fde.checksum_alg, path=str(path)):
             row = 0
@@ -309,13 +324,17 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                     user_vars.append(ev)
                 elif isinstance(ev, LoadBlockEvent):
                     if ev.begins:
-                        files[ev.file_id] = bytearray(ev.data)
-                    elif ev.file_id in files:
-                        files[ev.file_id] += ev.data
-                    else:
+                        old = files.pop(ev.file_id, None)
+                        if old is not None:
+                            old.close()
+                        files[ev.file_id] = load_file()
+                    elif ev.file_id not in files:
                         raise _no_load_file(ev.file_id, (seq, file_no, pos))
+                    files[ev.file_id].write(ev.data)
                 elif isinstance(ev, DeleteFileEvent):
-                    files.pop(ev.file_id, None)  # the LOAD DATA failed upstream
+                    gone = files.pop(ev.file_id, None)  # the LOAD DATA failed upstream
+                    if gone is not None:
+                        gone.close()
                 elif ev.header.event_type in _CANNOT_REPLAY:
                     raise UnfaithfulApplyError(
                         f"{_CANNOT_REPLAY[ev.header.event_type]} in the relay log",
