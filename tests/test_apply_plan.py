@@ -328,8 +328,12 @@ def test_delete_keys_forms_and_percent_in_names() -> None:
     assert two.sql == "DELETE FROM `db`.`t` WHERE (`a`, `b`) IN ((1, 'x'))"
 
 
-@given(st.lists(st.one_of(st.integers(), st.text(), st.binary(), st.none(), st.booleans()),
-                min_size=1, max_size=4))
+_DECIMALS = st.decimals(min_value=-10**30, max_value=10**30, places=18, allow_nan=False,
+                       allow_infinity=False)
+
+
+@given(st.lists(st.one_of(st.integers(), st.text(), st.binary(), st.none(), st.booleans(),
+                          _DECIMALS), min_size=1, max_size=4))
 def test_rendered_values_are_what_pymysql_sends(values: list[Any]) -> None:
     """The keyed path renders its values itself: exactly as PyMySQL escapes parameters on
     the applier's session (backslash escapes on), checked against PyMySQL's own code."""
@@ -349,7 +353,7 @@ _ROW_VALUES = st.one_of(
     st.binary(max_size=6), st.binary(max_size=3).map(bytearray),
     st.text(alphabet=st.sampled_from("ab'\"\\\n\r\x00\x1a%é漢\U0001f600\udc80\udcff"),
             max_size=6),
-    st.text(max_size=8))
+    st.text(max_size=8), _DECIMALS)
 
 
 @given(st.lists(st.lists(_ROW_VALUES, min_size=1, max_size=4).map(tuple), min_size=1,

@@ -703,6 +703,28 @@ def test_a_key_the_downstream_compares_more_leniently_stops_where_a_replica_stop
     assert env.downstream.execute("SELECT k, v FROM app.c") == before
 
 
+def test_a_table_made_during_the_sync_whose_key_the_downstream_compares_more_leniently(
+        mariadb_factory, tmp_path: Path, spark) -> None:
+    """A database whose default collation differs downstream (an operator's choice): a
+    table made in it during the sync takes each side's default, case-sensitive upstream,
+    not downstream.  'b' then 'B' in a later batch: a replica stops on the second (1062),
+    and so does the sync (its columns are read before rows are written by key), where a
+    REPLACE of 'B' would have taken the place of 'b'."""
+    env = make_env(mariadb_factory, tmp_path, upstream_args=("--binlog-row-metadata=FULL",))
+    env.run(["CREATE DATABASE app CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute("ALTER DATABASE app COLLATE utf8mb4_general_ci")
+    env.run(["CREATE TABLE app.n (k VARCHAR(8) PRIMARY KEY, v INT)",
+             "INSERT INTO app.n VALUES ('b', 1)",
+             "CREATE TABLE app.other (id INT PRIMARY KEY)",
+             "INSERT INTO app.n VALUES ('B', 2)", "INSERT INTO app.other VALUES (1)"])
+    env.relay()
+    with pytest.raises(DownstreamRowError, match="Duplicate entry"):
+        env.sync(spark)
+    assert env.downstream.execute("SELECT k, v FROM app.n") == (("b", 1),)
+
+
 @pytest.mark.parametrize("path", ["spark", "driver"])
 def test_a_lenient_collation_on_a_key_the_downstream_lacks_loses_no_row(
         mariadb_factory, tmp_path: Path, spark, path: str) -> None:
@@ -1101,6 +1123,44 @@ ODD_KEYS = [
 
 def test_keys_of_float_decimal_binary_bit_and_enum_columns(env: Env, spark) -> None:
     converge(env, spark, ODD_KEYS)
+
+
+@pytest.mark.parametrize("rules", ["read", "left"])
+def test_keys_one_collation_takes_for_one_in_a_table_made_during_the_sync(
+        env: Env, spark, monkeypatch, rules: str) -> None:
+    """Tables made in the range, keyed by text that ``utf8mb4_general_ci`` compares as one
+    (every character beyond the BMP) and ``fold_key`` does not: a row's key deleted and
+    another spelling of it inserted in one batch.  Their columns are read after the CREATE
+    TABLE; and were the rules left as they were, the survivors still go to one task."""
+    if rules == "left":
+        monkeypatch.setattr(sync_module, "leaves_rules", lambda *_args: True)
+    steps: list[str] = [SCHEMA]
+    for i in range(6):
+        steps += [f"CREATE TABLE app.t{i} (k VARCHAR(8) PRIMARY KEY, v INT) CHARSET utf8mb4"
+                  " COLLATE utf8mb4_general_ci",
+                  f"INSERT INTO app.t{i} VALUES ('\U0001F600', 1), ('a{i}', 1)"]
+    steps.append("CREATE TABLE app.barrier (id INT PRIMARY KEY)")
+    for i in range(6):
+        steps += [f"DELETE FROM app.t{i} WHERE k = '\U0001F600'",
+                  f"INSERT INTO app.t{i} VALUES ('\U0001F601', 2), ('b{i}', 2)"]
+    converge(env, spark, steps)
+
+
+def test_decimal_keys_one_double_cannot_tell_apart(env: Env, spark) -> None:
+    """An order book's prices: DECIMAL keys that differ past a double's precision.  Deleted
+    many at a time (one statement for a batch's deletes, the table scanned), each must meet
+    its own row only: a list of quoted values would be compared as doubles, and take every
+    row near one of them."""
+    rates = [f"1.{i:018d}" for i in range(1, 2001)]
+    converge(env, spark, [
+        SCHEMA,
+        "CREATE TABLE app.book (rate DECIMAL(36,18) PRIMARY KEY, qty INT)",
+        "INSERT INTO app.book VALUES " + ", ".join(f"({r}, 1)" for r in rates),
+        "CREATE TABLE app.barrier (id INT PRIMARY KEY)",  # the deletes in a batch of their own
+        "DELETE FROM app.book WHERE rate IN (" + ", ".join(rates[::4]) + ")",
+        "UPDATE app.book SET qty = 2 WHERE rate IN (" + ", ".join(rates[1::4]) + ")",
+    ])
+    assert env.downstream.scalar("SELECT COUNT(*) FROM app.book") == 1500
 
 
 UNKEYED_PARTITIONED_INVISIBLE = [

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from binrelay.binlog.events import MysqlGtidEvent, OtherEvent, PreviousGtidsEvent
-from binrelay.errors import BinlogFormatError, IncompleteEventError
+from binrelay.errors import BinlogFormatError, IncompleteEventError, UnfaithfulApplyError
 from binrelay.rows import (
     ABSENT,
     JsonPartialUpdate,
@@ -30,6 +30,7 @@ from binrelay.rows import (
     decode_files,
 )
 from binrelay.rows.reader import iter_changes
+from binrelay.spark.changes import image_params
 from captures import MYSQL_CAPTURES, capture
 
 UTC = dt.UTC
@@ -192,6 +193,21 @@ def test_partial_json_updates() -> None:
         assert diff.value == change.after[3]
         ages.append(diff.value)
     assert ages == [26, 34, 42, 26, 34, 42]
+
+
+def test_a_partial_json_update_without_its_document_stops_the_apply() -> None:
+    """A replica applies the diffs to the document it holds; the sync, which writes whole
+    values, has none: it stops with one line rather than write the diff's description.
+    With the document in the before image (FULL), the diffs were applied as decoded."""
+    changes = [c for c in _changes("rust_mysql_common/json.binlog.000001") if c.op == "update"]
+    for change in changes:
+        convert = image_params(change.table)
+        if change.before[1] is not ABSENT:
+            assert convert(change.after)[1] == change.after[1]
+            continue
+        with pytest.raises(UnfaithfulApplyError, match="partial JSON update") as err:
+            convert(change.after)
+        assert "binlog_row_image = FULL" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_json_opaque_values() -> None:

@@ -280,3 +280,45 @@ def test_tables_found_ordered_late_are_replayed_in_relay_order(
         replayed = " ".join(getattr(r, "tables", "") for r in caplog.records
                             if "relay order" in r.getMessage())
         assert "d.p" in replayed and "d.ci" in replayed
+
+
+def test_a_table_the_rules_know_nothing_of_keyed_by_text_is_written_by_one_task(
+        mariadb_factory, tmp_path: Path) -> None:
+    """A table made since the rules were read (a plain CREATE TABLE once left them as they
+    were): its key's collation is unknown, and ``fold_key`` does not know every collation's
+    equivalences (under ``utf8mb4_general_ci`` every character beyond the BMP is one), so
+    its survivors go to one task, whose deletes run before its writes; an integer key's
+    spread as ever."""
+    from binrelay.apply.catalog import TableRules
+    from binrelay.position import Position, SubdirName
+    from binrelay.spark.compact import compact_segment
+    from binrelay.spark.planning import plan_partitions
+
+    upstream = mariadb_factory(server_id=1)
+    relay_dir = tmp_path / "relay"
+    up = upstream.execute
+    up("FLUSH BINARY LOGS")
+    start = upstream.master_status()
+    up("CREATE DATABASE d")
+    up("CREATE TABLE d.ci (k VARCHAR(20) PRIMARY KEY, v INT) CHARSET utf8mb4"
+       " COLLATE utf8mb4_general_ci")
+    up("CREATE TABLE d.n (id INT PRIMARY KEY, v INT)")
+    up("CREATE TABLE d.f (k DOUBLE PRIMARY KEY, v INT)")
+    up("INSERT INTO d.ci VALUES " + ", ".join(f"('k{i}', {i})" for i in range(300)))
+    up("INSERT INTO d.n SELECT seq, seq FROM d.seq_1_to_5000")
+    up("INSERT INTO d.f SELECT seq, seq FROM d.seq_1_to_300")
+    config_path = write_config(tmp_path / "binrelay.toml", upstream, relay_dir,
+                               **{"relay-binlog-name": start[0]})
+    relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
+    sub = next(p.name for p in relay_dir.iterdir() if p.is_dir())
+    first = Position(SubdirName.parse(sub), start[0], 4)
+    last = Position(SubdirName.parse(sub), *upstream.master_status()[:2])
+    targets: dict[str, set[int]] = {}
+    for segment in plan_partitions(relay_dir, first, last):
+        if segment.kind != "dml":
+            continue
+        for target, record in compact_segment(str(relay_dir), segment, 4, TableRules()):
+            if record[0] == KEYED:
+                targets.setdefault(record[1][0].table, set()).add(target)
+    assert len(targets["ci"]) == 1 and len(targets["f"]) == 1
+    assert len(targets["n"]) > 1

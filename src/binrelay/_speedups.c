@@ -1483,6 +1483,55 @@ static const unsigned char sql_escape[256] = {
     ['\''] = '\'',
 };
 
+/* decimal.Decimal and the format spec "f", looked up on first need. */
+static PyObject *decimal_type, *decimal_spec;
+
+/* 1 if v is a decimal.Decimal, 0 if not, -1 with an exception set. */
+static int decimal_check(PyObject *v)
+{
+    if (decimal_type == NULL) {
+        PyObject *mod = PyImport_ImportModule("decimal");
+        if (mod == NULL)
+            return -1;
+        decimal_type = PyObject_GetAttrString(mod, "Decimal");
+        Py_DECREF(mod);
+        if (decimal_type == NULL)
+            return -1;
+        decimal_spec = PyUnicode_FromString("f");
+        if (decimal_spec == NULL) {
+            Py_CLEAR(decimal_type);
+            return -1;
+        }
+    }
+    return (PyObject *)Py_TYPE(v) == decimal_type;
+}
+
+/* A number's text (a new reference, released here: NULL if making it failed) written as
+   it is, once it is seen to be digits, a point and a sign only.  0, or -1 with an
+   exception set. */
+static int put_number(jbuf *b, PyObject *text, PyObject *v)
+{
+    if (text == NULL)
+        return -1;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    int rc = s == NULL ? -1 : 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '-')) {
+            PyErr_Format(PyExc_TypeError, "not a number a column holds: %R", v);
+            rc = -1;
+        }
+    }
+    if (rc == 0 && jb_reserve(b, (size_t)n))
+        rc = -1;
+    if (rc == 0) {
+        memcpy(b->p + b->len, s, (size_t)n);
+        b->len += (size_t)n;
+    }
+    Py_DECREF(text);
+    return rc;
+}
+
 /* 0, or -1 with an exception set; *ascii cleared when a byte >= 0x80 went out. */
 static int put_sql_value(jbuf *b, PyObject *v, int *ascii)
 {
@@ -1505,19 +1554,7 @@ static int put_sql_value(jbuf *b, PyObject *v, int *ascii)
             JB_PUT(b, tmp, (size_t)n);
             return 0;
         }
-        PyObject *text = PyObject_Str(v);
-        if (text == NULL)
-            return -1;
-        Py_ssize_t n;
-        const char *s = PyUnicode_AsUTF8AndSize(text, &n);
-        if (s == NULL || jb_reserve(b, (size_t)n)) {
-            Py_DECREF(text);
-            return -1;
-        }
-        memcpy(b->p + b->len, s, (size_t)n);
-        b->len += (size_t)n;
-        Py_DECREF(text);
-        return 0;
+        return put_number(b, PyObject_Str(v), v);
     }
     if (PyUnicode_CheckExact(v)) {
         PyObject *encoded = NULL;
@@ -1571,6 +1608,11 @@ static int put_sql_value(jbuf *b, PyObject *v, int *ascii)
         b->len = (size_t)(o - b->p);
         return 0;
     }
+    int is_decimal = decimal_check(v);
+    if (is_decimal < 0)
+        return -1;
+    if (is_decimal) /* bare, as sql_literal writes it: quoted, compared as doubles */
+        return put_number(b, PyObject_Format(v, decimal_spec), v);
     PyErr_Format(PyExc_TypeError, "not a row value for a multi-row statement: %s",
                  Py_TYPE(v)->tp_name);
     return -1;

@@ -202,7 +202,7 @@ class TableRules:
         keys = sorted((t.schema, t.table, sorted(sorted(k) for k in c.unique),
                        [(col.name, col.data_type, col.collation) for col in c.columns])
                       for t, c in self.columns.items())
-        return hashlib.blake2b(repr(("v3", keys)).encode(), digest_size=8).hexdigest()
+        return hashlib.blake2b(repr(("v4", keys)).encode(), digest_size=8).hexdigest()
 
     @functools.cached_property
     def known_names(self) -> frozenset[tuple[str, str]]:
@@ -215,16 +215,18 @@ class TableRules:
     def reads_alike(self, other: TableRules) -> bool:
         """Whether what a read stage makes with these rules is what it makes with ``other``
         (rules read again after a DDL): equal, or ``other`` knows only more tables' columns,
-        each with one unique key at most (a table the DDL made: its rows are routed by key
-        under both, and its columns, the upstream's own, need no check).  Rows by position
-        need every table's columns: equal rules only then."""
+        each with one unique key at most, of columns no collation compares (a table the DDL
+        made: its rows are routed by key under both, and its columns, the upstream's own,
+        need no check; a text key is routed to one task while the rules know nothing of
+        it, by its collation once they do).  Rows by position need every table's columns:
+        equal rules only then."""
         if self == other:
             return True
         if self.positional or replace(self, columns={}) != replace(other, columns={}):
             return False
         mine = self.columns
         return all(t in other.columns for t in mine) and all(
-            mine[t] == c if t in mine else len(c.unique) <= 1
+            mine[t] == c if t in mine else len(c.unique) <= 1 and not _foldable_key(c)
             for t, c in other.columns.items())
 
     def group_of(self, table: TableRef) -> TableRef | None:
@@ -622,13 +624,45 @@ _ADDS_COLUMNS_ONLY = re.compile(r"\s*ALTER\s+TABLE\s+[^\s.]+(?:\s*\.\s*[^\s.]+)?
                                 re.IGNORECASE)
 
 
-def leaves_rules(rules: TableRules, statement: str, schema: str | None) -> bool:
+#: Column types whose values a key may compare by more than their bytes (text, ENUM and
+#: SET by a collation; FLOAT and DOUBLE, whose -0 is 0), as ``information_schema.COLUMNS``
+#: names them; binary strings too, as the upstream's table map cannot tell them apart
+#: (``key_collation.may_fold``).
+FOLDABLE_DATA_TYPES = frozenset({
+    "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "float",
+    "double", "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+
+
+def _foldable_key(info: TableColumns) -> bool:
+    """Whether a unique key of the table has a column of :data:`FOLDABLE_DATA_TYPES`."""
+    keyed = {re.sub(r"\(\d+\)$", "", name) for key in info.unique for name in key}
+    return any(col.data_type in FOLDABLE_DATA_TYPES and col.name.lower() in keyed
+               for col in info.columns)
+
+
+#: Column types of a CREATE TABLE whose key a collation may compare loosely, or more
+#: leniently than the upstream's (the downstream's database may have another default):
+#: such a table's columns are read (``key_collation``).
+_TEXT_OR_FLOAT = re.compile(
+    r"\b(?:CHAR|VARCHAR|VARCHAR2|CHARACTER|VARCHARACTER|NCHAR|NVARCHAR|NATIONAL|TEXT"
+    r"|TINYTEXT|MEDIUMTEXT|LONGTEXT|LONG|CLOB|ENUM|SET|FLOAT|FLOAT4|FLOAT8|DOUBLE|REAL"
+    r"|COLLATE)\b", re.IGNORECASE)
+
+
+def leaves_rules(rules: TableRules, statement: str, schema: str | None, *,
+                 keys: bool = True) -> bool:
     """Whether ``rules`` are exactly what a read would give after ``statement`` (a DDL run
     on the catalog they describe, or on one whose earlier DDL are still to be read): a plain
-    ``CREATE TABLE`` of a name the rules know nothing of (its columns plain, no key to
-    another table, not versioned), an ``ALTER TABLE ... ADD COLUMN`` of plain columns and
+    ``CREATE TABLE`` of a name the rules know nothing of (its columns plain: no text or
+    floating point, whose keys a collation compares; no key to another table, not
+    versioned), an ``ALTER TABLE ... ADD COLUMN`` of plain columns and
     nothing else, or a ``RENAME TABLE`` of tables the rules know nothing of (under either
-    name).  Words in literals, quoted names and comments do not count."""
+    name).  Words in literals, quoted names and comments do not count.
+
+    ``keys`` False: a ``CREATE TABLE`` with text or floating-point columns counts as plain
+    too; the rules then lack only its columns, which rows applied by key need (a key
+    of them may be compared by a collation: ``key_collation``) and rows replayed in relay
+    order do not."""
     if rules.positional:
         return False  # the tables' columns are in the rules: each of these changes them
     statement = statement_proper(statement)
@@ -641,13 +675,15 @@ def leaves_rules(rules: TableRules, statement: str, schema: str | None) -> bool:
     if text is None or _MAY_MAKE_RULES.search(text):
         return False
     if kind == "alter table":
+        # (A PRIMARY KEY made of the new column: a key the rules would not know.)
         return _ADDS_COLUMNS_ONLY.match(text) is not None and \
-            re.search(r"\bENGINE\b", text, re.IGNORECASE) is None
+            re.search(r"\b(?:ENGINE|PRIMARY)\b", text, re.IGNORECASE) is None
     if kind != "create table":
         return False
     made = created_table(statement, schema)
     return made is not None and re.match(r"\s*CREATE\s+TABLE\b", text, re.IGNORECASE) \
-        is not None and _unknown(rules, [made])
+        is not None and (not keys or _TEXT_OR_FLOAT.search(text) is None) \
+        and _unknown(rules, [made])
 
 
 def _unknown(rules: TableRules, tables: list[TableRef | None]) -> bool:

@@ -26,7 +26,27 @@ from binrelay.rows import coltypes as t
 from binrelay.rows.charsets import BINARY_COLLATION, always_text
 from binrelay.rows.tablemap import COLUMN_CHARSET, DEFAULT_CHARSET, TableMap
 
-__all__ = ["lenient_key", "loose_key", "pads"]
+__all__ = ["lenient_key", "loose_key", "may_fold", "pads"]
+
+
+#: Column types whose values a key may compare by more than their bytes (text, ENUM and SET
+#: by a collation; FLOAT and DOUBLE, whose -0 is 0), as the upstream logs them: binary
+#: strings share their type codes, so they count too.
+_FOLDABLE_TYPES = frozenset({
+    t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_VAR_STRING, t.MYSQL_TYPE_STRING, t.MYSQL_TYPE_BLOB,
+    t.MYSQL_TYPE_TINY_BLOB, t.MYSQL_TYPE_MEDIUM_BLOB, t.MYSQL_TYPE_LONG_BLOB,
+    t.MYSQL_TYPE_ENUM, t.MYSQL_TYPE_SET, t.MYSQL_TYPE_FLOAT, t.MYSQL_TYPE_DOUBLE,
+    t.MYSQL_TYPE_VARCHAR_COMPRESSED, t.MYSQL_TYPE_BLOB_COMPRESSED})
+#: (As the downstream's catalog names them: ``catalog.FOLDABLE_DATA_TYPES``.)
+
+
+def may_fold(tm: TableMap, key: Iterable[int]) -> bool:
+    """Whether a key (indexes into the table map's columns) has a column whose values the
+    downstream may compare by more than their bytes: what decides, for a table the rules
+    know nothing of (made since they were read), that its survivors are written by one
+    task, as :func:`loose_key` decides with the downstream's columns."""
+    columns = tm.columns
+    return any(columns[i].type in _FOLDABLE_TYPES for i in key)
 
 
 def lenient_key(tm: TableMap, info: TableColumns) -> str | None:

@@ -21,6 +21,7 @@ import unicodedata
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from binrelay.apply.changes import ABSENT, DELETE, INSERT, Change, TableRef
@@ -266,6 +267,9 @@ def _canonical(value: Any) -> bytes:
         tag, payload = b"I", str(int(value)).encode()
     elif isinstance(value, str):
         tag, payload = b"S", value.encode("utf-8", "surrogatepass")
+    elif isinstance(value, Decimal):
+        # As when DECIMAL values were handed on as text: the same tasks, the same ledger.
+        tag, payload = b"S", format(value, "f").encode()
     elif isinstance(value, bytes | bytearray):
         tag, payload = b"B", bytes(value)
     elif value is ABSENT:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from binrelay.apply.changes import ABSENT, DELETE, INSERT, Change, TableRef
@@ -119,6 +120,8 @@ def sql_literal(value: Any) -> str:
         return "X'" + value.hex() + "'"
     if kind is bool:
         return "1" if value else "0"
+    if kind is Decimal:
+        return format(value, "f")  # bare: an exact number, never compared as a double
     raise TypeError(f"not a row value for a multi-row statement: {kind.__name__}")
 
 
@@ -129,7 +132,7 @@ def value_size(value: Any) -> int:
         return 2 * len(value.encode("utf-8", "surrogatepass")) + 3
     if isinstance(value, bytes | bytearray):
         return 2 * len(value) + 10
-    return 24
+    return 70  # DECIMAL(65, 30): 65 digits, a point and a sign
 
 
 def render_rows_python(rows: list[tuple[Any, ...]], start: int, max_rows: int,

@@ -26,11 +26,14 @@ columns need one), ``s`` as text, ``b`` as bytes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
+from binrelay.errors import UnfaithfulApplyError
 from binrelay.rows import coltypes as t
 from binrelay.rows.compiler import ABSENT
 from binrelay.rows.events import RowChange
+from binrelay.rows.mysqljson import JsonPartialUpdate
 from binrelay.rows.tablemap import TableMap
 from binrelay.rows.text import value_text
 
@@ -62,11 +65,25 @@ def arrow_schema():
     ])
 
 
-def to_param(value: Any, col: Any) -> Any:
-    """A decoded value as a SQL parameter: None, ABSENT, int, str or bytes (the server's
-    text for DECIMAL, floats, dates and times); what the applier hands to the server."""
-    if value is None or value is ABSENT or isinstance(value, bytes | int | str):
+def to_param(value: Any, col: Any, table: str | None = None) -> Any:
+    """A decoded value as a SQL parameter: None, ABSENT, int, str, bytes or Decimal (the
+    server's text for floats, dates and times); what the applier hands to the server.
+
+    DECIMAL stays a number, written bare (``sql.sql_literal``, PyMySQL's own escaping): as
+    quoted text, a list of them (``DELETE ... WHERE k IN ('1.000000000000000001', ...)``)
+    is compared as doubles when the server scans, and meets every row a double cannot tell
+    apart.  A MySQL partial JSON update whose before image has no document (``MINIMAL`` or
+    ``NOBLOB`` images) has nothing to apply its diffs to here: the sync stops."""
+    if value is None or value is ABSENT or isinstance(value, bytes | int | str | Decimal):
         return value
+    if isinstance(value, JsonPartialUpdate):
+        raise UnfaithfulApplyError(
+            "a MySQL partial JSON update (binlog_row_value_options = PARTIAL_JSON) logged"
+            " without the document it changes" + (f", column {col.name}" if col.name else ""),
+            table=table,
+            hint="log full row images upstream (binlog_row_image = FULL) or no partial JSON"
+                 " (binlog_row_value_options = ''), and resynchronise this table from the"
+                 " upstream")
     return value_text(value, col)
 
 
@@ -92,15 +109,16 @@ def image_params(table: TableMap) -> Callable[[tuple[Any, ...] | None], tuple[An
     columns = table.columns
     if all(col.type in _PLAIN_TYPES for col in columns):
         return _as_is  # (a read task converts every survivor: not even a look at types)
-    plain = (type(None), bytes, int, str)
+    plain = (type(None), bytes, int, str, Decimal)
     exact = frozenset(plain)
+    name = f"{table.schema}.{table.table}"
 
     def convert(image: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
         if image is None:
             return None
         if exact.issuperset(map(type, image)):
             return image  # the common case, checked without a Python loop
-        return tuple(v if isinstance(v, plain) or v is ABSENT else value_text(v, col)
+        return tuple(v if isinstance(v, plain) or v is ABSENT else to_param(v, col, name)
                      for v, col in zip(image, columns, strict=True))
 
     return convert

@@ -34,7 +34,7 @@ from typing import Any
 
 from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import ABSENT, DELETE, INSERT, UPDATE, Change, TableRef
-from binrelay.apply.key_collation import lenient_key, loose_key
+from binrelay.apply.key_collation import lenient_key, loose_key, may_fold
 from binrelay.apply.plan import (
     FK_LINKED,
     FOLDED_KEYS,
@@ -79,6 +79,8 @@ class _Table:
     route: TableRef | None = None
     #: What its changes carry besides their images (``table_shape``).
     traits: dict[str, Any] = field(default_factory=dict)
+    #: The rules know nothing of it and its key may fold (``may_fold``): one task.
+    unknown_fold: bool = False
 
 
 #: Reasons known from the table alone, the same in every partition of a batch.
@@ -250,11 +252,12 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
         shape = table.shape
         key_columns = [shape[1][i] for i in shape[2]]
         info = rules.columns_of(ref)
-        if rules.keys_cross(ref, key_columns) or \
+        if rules.keys_cross(ref, key_columns) or table.unknown_fold or \
                 (info is not None and loose_key(info, key_columns) is not None):
             # By one task, which sees every survivor of the table and runs its deletes
             # before its writes: none meets a row another task is still to move (on a
-            # downstream-only key), nor is deleted under another spelling of its key.
+            # downstream-only key), nor is deleted under another spelling of its key (nor,
+            # in a table made since the rules were read, under one fold_key keeps apart).
             alone = partition_of(ref, (), tasks)
 
             def target_of(_key: tuple[Any, ...], alone: int = alone) -> int:
@@ -290,7 +293,9 @@ def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules,
             table.reason = NO_KEY
         else:
             info = rules.columns_of(ref)
-            if info is not None and lenient_key(tm, info) is not None:
+            if info is None:
+                table.unknown_fold = may_fold(tm, key)
+            elif lenient_key(tm, info) is not None:
                 table.reason = LENIENT_KEY
         by_ref[ref] = table
     elif table.shape != shape:

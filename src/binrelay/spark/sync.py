@@ -268,6 +268,11 @@ class SyncPipeline:
         #: While stale: the DDL (text, default schema) since the read when each is one whose
         #: tables alone need reading again (``catalog.NARROW_KINDS``); None: read it all.
         self.stale_ddl: list[tuple[str, str | None]] | None = []
+        #: Tables made since the read (their CREATE TABLE, default schema) whose columns
+        #: (text, floating point: their keys' collations) the rules lack: read before the
+        #: next batch that writes rows by key, not before rows replayed in relay order (a
+        #: migration's run of DDL and rows); a RENAME after one is noted with it.
+        self.keys_unread: list[tuple[str, str | None]] = []
         self.triggers = SkippedTriggers(config.sync.checkpoint_schema, config.sync.pipeline)
         self.journal = DdlJournal(config.sync.checkpoint_schema, config.sync.pipeline)
         #: When the consumer position was last written, and a newer one not written yet.
@@ -379,11 +384,15 @@ class SyncPipeline:
         write.  Ends the transaction ``conn`` is in."""
         skip = (self.store.schema,)
         if self.rules_stale and self.stale_ddl:
-            self.rules = reread_rules(conn, self.rules, self.stale_ddl, exclude_schemas=skip)
+            self.rules = reread_rules(conn, self.rules, self.keys_unread + self.stale_ddl,
+                                      exclude_schemas=skip)
+        elif not self.rules_stale and self.keys_unread:
+            self.rules = reread_rules(conn, self.rules, self.keys_unread, exclude_schemas=skip)
         else:
             self.rules = read_rules(conn, exclude_schemas=skip, positional=self.positional)
         self.rules_stale = False
         self.stale_ddl = []
+        self.keys_unread = []
         if self.rules.triggers:
             t = self.rules.triggers[0]
             more = len(self.rules.triggers) - 1
@@ -846,7 +855,8 @@ class SyncPipeline:
         if segments is None:
             segments = plan_partitions(self.relay_dir, start, end,
                                        target_bytes=self.sync.partition_bytes)
-        if self.rules_stale and any(s.kind != "ddl" for s in segments):
+        if (self.rules_stale or (self.keys_unread and all(s.kind == "dml" for s in segments))) \
+                and any(s.kind != "ddl" for s in segments):
             with pooled_connection(self.driver_downstream) as conn:
                 self.read_rules(conn)
         rows_by_op: dict[str, int] = {}
@@ -1040,6 +1050,12 @@ class SyncPipeline:
         # it knows nothing of may be those DDL's (CREATE TABLE a ... AS ..., RENAME a TO b).
         if keeps_rules(ddl) or (
                 not self.rules_stale and leaves_rules(self.rules, ddl, schema)):
+            if self.keys_unread and ddl_kind(ddl).name == "rename table":
+                self.keys_unread.append((ddl, schema))  # (the new name is read)
+            return
+        if not self.rules_stale and len(self.keys_unread) < _NARROW_MAX and \
+                leaves_rules(self.rules, ddl, schema, keys=False):
+            self.keys_unread.append((ddl, schema))
             return
         self.rules_stale = True
         if self.stale_ddl is not None and len(self.stale_ddl) < _NARROW_MAX \
