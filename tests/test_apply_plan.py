@@ -7,6 +7,7 @@ import pickle
 import re
 import subprocess
 import sys
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -385,6 +386,8 @@ def test_rows_rendered_in_c_refuse_what_the_specification_refuses() -> None:
             render([(1, 1.5)], 0, 10, 100, False)
         with pytest.raises(TypeError, match="not a row value"):
             render([(1, ABSENT)], 0, 10, 100, False)
+        with pytest.raises(TypeError):  # no DECIMAL column holds it
+            render([(Decimal("NaN"),)], 0, 10, 100, False)
         with pytest.raises(UnicodeEncodeError):  # a lone surrogate: no UTF-8 for it
             render([("\ud800",)], 0, 10, 100, False)
 

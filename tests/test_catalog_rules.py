@@ -289,7 +289,8 @@ def test_rules_read_again_after_a_create_table_read_alike() -> None:
     assert not old.reads_alike(replace(old, positional=True))
     # A key a collation may compare loosely: routed to one task while the rules knew
     # nothing of the table, by its collation now.
-    for data_type, key in (("varchar", "k"), ("double", "k"), ("varchar", "k(4)")):
+    for data_type, key in (("varchar", "k"), ("double", "k"), ("varchar", "k(4)"),
+                           ("uuid", "k"), ("inet6", "k"), ("binary", "k")):
         text = TableColumns((DownstreamColumn("id", "int"), DownstreamColumn("k", data_type)),
                             unique=(frozenset({"id", key}),))
         assert not old.reads_alike(replace(old, columns={**old.columns,

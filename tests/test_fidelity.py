@@ -25,7 +25,12 @@ import pytest
 import binrelay.spark.serial as serial
 import binrelay.spark.sync as sync_module
 from binrelay.config import load_config
-from binrelay.errors import DownstreamRowError, DownstreamSchemaError, UnfaithfulApplyError
+from binrelay.errors import (
+    ApplyError,
+    DownstreamRowError,
+    DownstreamSchemaError,
+    UnfaithfulApplyError,
+)
 from binrelay.spark.sync import SyncPipeline
 from binrelay.spark.tasks import apply_with_checkpoint
 from fidelity import Env, assert_converged, make_env, sync_with_crashes
@@ -908,6 +913,27 @@ def test_a_statement_format_load_data(env: Env, spark, monkeypatch, binlog_forma
     # (MariaDB 10.11 in MIXED logs these loads as rows.)
     loads = {"Begin_load_query", "Append_block", "Execute_load_query"}
     assert loads <= kinds if binlog_format == "STATEMENT" else "Write_rows_v1" in kinds, kinds
+
+
+def test_a_load_data_file_with_no_room_to_gather_it_stops_with_one_line(
+        env: Env, spark, monkeypatch) -> None:
+    """The temporary directory full while a LOAD DATA's file is gathered: one line saying
+    where and what to do, nothing of the load applied."""
+    class Full:
+        def write(self, data: bytes) -> int:
+            raise OSError(28, "No space left on device")
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(serial, "load_file", Full)
+    env.run(_load_data_steps(env.tmp, "STATEMENT"))
+    env.relay()
+    with pytest.raises(ApplyError, match=r"cannot gather a statement-format LOAD DATA's"
+                                         r" file .*No space left on device") as err:
+        env.sync(spark)
+    assert "TMPDIR" in str(err.value) and "\n" not in str(err.value)
+    assert env.downstream.scalar("SELECT COUNT(*) FROM app.t") == 0
 
 
 @pytest.mark.parametrize("drift, mode, error, left", [

@@ -11,6 +11,7 @@ and from the README's event counts, which were taken by walking the files indepe
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections import Counter
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
@@ -30,7 +31,7 @@ from binrelay.rows import (
     decode_files,
 )
 from binrelay.rows.reader import iter_changes
-from binrelay.spark.changes import image_params
+from binrelay.spark.changes import image_encoder, image_params
 from captures import MYSQL_CAPTURES, capture
 
 UTC = dt.UTC
@@ -208,6 +209,10 @@ def test_a_partial_json_update_without_its_document_stops_the_apply() -> None:
         with pytest.raises(UnfaithfulApplyError, match="partial JSON update") as err:
             convert(change.after)
         assert "binlog_row_image = FULL" in str(err.value) and "\n" not in str(err.value)
+        # The relaylog source shows the diffs, as dump --json prints them.
+        values, _kinds = image_encoder(change.table)(change.after)
+        assert values is not None and json.loads(values[1]) == {"json_diff": [
+            {"op": "REPLACE", "path": "$.age", "value": json.dumps(change.after[3])}]}
 
 
 def test_json_opaque_values() -> None:

@@ -304,9 +304,11 @@ def test_a_table_the_rules_know_nothing_of_keyed_by_text_is_written_by_one_task(
        " COLLATE utf8mb4_general_ci")
     up("CREATE TABLE d.n (id INT PRIMARY KEY, v INT)")
     up("CREATE TABLE d.f (k DOUBLE PRIMARY KEY, v INT)")
+    up("CREATE TABLE d.u (k UUID PRIMARY KEY, v INT)")
     up("INSERT INTO d.ci VALUES " + ", ".join(f"('k{i}', {i})" for i in range(300)))
     up("INSERT INTO d.n SELECT seq, seq FROM d.seq_1_to_5000")
     up("INSERT INTO d.f SELECT seq, seq FROM d.seq_1_to_300")
+    up("INSERT INTO d.u SELECT UUID(), seq FROM d.seq_1_to_300")
     config_path = write_config(tmp_path / "binrelay.toml", upstream, relay_dir,
                                **{"relay-binlog-name": start[0]})
     relay_until_caught_up(config_path, upstream, relay_dir, tmp_path / "relay.log")
@@ -320,5 +322,7 @@ def test_a_table_the_rules_know_nothing_of_keyed_by_text_is_written_by_one_task(
         for target, record in compact_segment(str(relay_dir), segment, 4, TableRules()):
             if record[0] == KEYED:
                 targets.setdefault(record[1][0].table, set()).add(target)
-    assert len(targets["ci"]) == 1 and len(targets["f"]) == 1
+    # (UUID: logged as text, compared as bytes; as the rules see it once read, so a read
+    # stage made before they were is not used after: TableRules.reads_alike.)
+    assert len(targets["ci"]) == 1 and len(targets["f"]) == 1 and len(targets["u"]) == 1
     assert len(targets["n"]) > 1

@@ -162,16 +162,18 @@ def test_which_ddl_make_the_rules_be_read_again_and_how(tmp_path: Path) -> None:
     # before rows replayed in relay order: the rules are not stale), a RENAME of it too;
     # and a column made the key is read as any DDL is.
     for ddl in ("CREATE TABLE m (k VARCHAR(9) PRIMARY KEY)", "CREATE TABLE m (f DOUBLE)",
-                "CREATE TABLE m (id INT, e ENUM('a', 'b'))"):
+                "CREATE TABLE m (id INT, e ENUM('a', 'b'))", "CREATE TABLE m (u UUID KEY)",
+                "CREATE TABLE m (b BINARY(16) PRIMARY KEY)"):
         m = pipeline(tmp_path)
         m._rules_after(ddl, "d")
         m._rules_after("RENAME TABLE m TO m2", "d")
         assert not m.rules_stale and m.keys_unread == [(ddl, "d"), ("RENAME TABLE m TO m2",
                                                                     "d")], ddl
-    m = pipeline(tmp_path)
-    m._rules_after("ALTER TABLE n ADD COLUMN z INT PRIMARY KEY", "d")
-    assert m.rules_stale and m.stale_ddl == [("ALTER TABLE n ADD COLUMN z INT PRIMARY KEY",
-                                              "d")] and m.keys_unread == []
+    for ddl in ("ALTER TABLE n ADD COLUMN z INT PRIMARY KEY",
+                "ALTER TABLE n ADD COLUMN z INT NOT NULL KEY"):
+        m = pipeline(tmp_path)
+        m._rules_after(ddl, "d")
+        assert m.rules_stale and m.stale_ddl == [(ddl, "d")] and m.keys_unread == [], ddl
     # ... as read: after a DDL still to be read, a plain one is read with it (the rules
     # know nothing of a table that DDL made, which the RENAME then moves).
     r._rules_after("CREATE TABLE a (x INT, g INT AS (x) VIRTUAL)", "d")

@@ -624,29 +624,31 @@ _ADDS_COLUMNS_ONLY = re.compile(r"\s*ALTER\s+TABLE\s+[^\s.]+(?:\s*\.\s*[^\s.]+)?
                                 re.IGNORECASE)
 
 
-#: Column types whose values a key may compare by more than their bytes (text, ENUM and
-#: SET by a collation; FLOAT and DOUBLE, whose -0 is 0), as ``information_schema.COLUMNS``
-#: names them; binary strings too, as the upstream's table map cannot tell them apart
-#: (``key_collation.may_fold``).
-FOLDABLE_DATA_TYPES = frozenset({
-    "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "float",
-    "double", "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+#: Column types whose values a key compares exactly (numbers, bits, years, dates and
+#: times), as ``information_schema.COLUMNS`` names them; any other may be compared by more
+#: than its bytes (text by a collation, FLOAT's -0) or is one the table map logs as text
+#: (binary strings, UUID, INET): ``key_collation.may_fold`` decides alike.
+EXACT_KEY_TYPES = frozenset({
+    "tinyint", "smallint", "mediumint", "int", "bigint", "decimal", "bit", "year", "date",
+    "time", "datetime", "timestamp"})
 
 
 def _foldable_key(info: TableColumns) -> bool:
-    """Whether a unique key of the table has a column of :data:`FOLDABLE_DATA_TYPES`."""
+    """Whether a unique key of the table has a column not of :data:`EXACT_KEY_TYPES`."""
     keyed = {re.sub(r"\(\d+\)$", "", name) for key in info.unique for name in key}
-    return any(col.data_type in FOLDABLE_DATA_TYPES and col.name.lower() in keyed
+    return any(col.data_type not in EXACT_KEY_TYPES and col.name.lower() in keyed
                for col in info.columns)
 
 
 #: Column types of a CREATE TABLE whose key a collation may compare loosely, or more
-#: leniently than the upstream's (the downstream's database may have another default):
-#: such a table's columns are read (``key_collation``).
+#: leniently than the upstream's (the downstream's database may have another default), or
+#: that the table map logs as text (``key_collation.may_fold``): such a table's columns are
+#: read before rows are written by key.
 _TEXT_OR_FLOAT = re.compile(
     r"\b(?:CHAR|VARCHAR|VARCHAR2|CHARACTER|VARCHARACTER|NCHAR|NVARCHAR|NATIONAL|TEXT"
     r"|TINYTEXT|MEDIUMTEXT|LONGTEXT|LONG|CLOB|ENUM|SET|FLOAT|FLOAT4|FLOAT8|DOUBLE|REAL"
-    r"|COLLATE)\b", re.IGNORECASE)
+    r"|COLLATE|BINARY|VARBINARY|TINYBLOB|BLOB|MEDIUMBLOB|LONGBLOB|RAW|UUID|INET4|INET6"
+    r"|JSON|GEOMETRY|POINT|VECTOR)\b", re.IGNORECASE)
 
 
 def leaves_rules(rules: TableRules, statement: str, schema: str | None, *,
@@ -675,9 +677,10 @@ def leaves_rules(rules: TableRules, statement: str, schema: str | None, *,
     if text is None or _MAY_MAKE_RULES.search(text):
         return False
     if kind == "alter table":
-        # (A PRIMARY KEY made of the new column: a key the rules would not know.)
+        # (A key made of the new column, PRIMARY or bare KEY (which is PRIMARY): one the
+        # rules would not know.)
         return _ADDS_COLUMNS_ONLY.match(text) is not None and \
-            re.search(r"\b(?:ENGINE|PRIMARY)\b", text, re.IGNORECASE) is None
+            re.search(r"\b(?:ENGINE|PRIMARY|KEY)\b", text, re.IGNORECASE) is None
     if kind != "create table":
         return False
     made = created_table(statement, schema)

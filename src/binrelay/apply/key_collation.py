@@ -29,15 +29,17 @@ from binrelay.rows.tablemap import COLUMN_CHARSET, DEFAULT_CHARSET, TableMap
 __all__ = ["lenient_key", "loose_key", "may_fold", "pads"]
 
 
-#: Column types whose values a key may compare by more than their bytes (text, ENUM and SET
-#: by a collation; FLOAT and DOUBLE, whose -0 is 0), as the upstream logs them: binary
-#: strings share their type codes, so they count too.
-_FOLDABLE_TYPES = frozenset({
-    t.MYSQL_TYPE_VARCHAR, t.MYSQL_TYPE_VAR_STRING, t.MYSQL_TYPE_STRING, t.MYSQL_TYPE_BLOB,
-    t.MYSQL_TYPE_TINY_BLOB, t.MYSQL_TYPE_MEDIUM_BLOB, t.MYSQL_TYPE_LONG_BLOB,
-    t.MYSQL_TYPE_ENUM, t.MYSQL_TYPE_SET, t.MYSQL_TYPE_FLOAT, t.MYSQL_TYPE_DOUBLE,
-    t.MYSQL_TYPE_VARCHAR_COMPRESSED, t.MYSQL_TYPE_BLOB_COMPRESSED})
-#: (As the downstream's catalog names them: ``catalog.FOLDABLE_DATA_TYPES``.)
+#: Column types whose values a key compares exactly (numbers, bits, years, dates and
+#: times), as the upstream logs them; any other (text, ENUM and SET by a collation; FLOAT and
+#: DOUBLE, whose -0 is 0; binary strings, UUID and INET, which share text's type codes) may
+#: be compared by more than its logged value.  (As the downstream's catalog names them:
+#: ``catalog.EXACT_KEY_TYPES``.)
+_EXACT_TYPES = frozenset({
+    t.MYSQL_TYPE_TINY, t.MYSQL_TYPE_SHORT, t.MYSQL_TYPE_INT24, t.MYSQL_TYPE_LONG,
+    t.MYSQL_TYPE_LONGLONG, t.MYSQL_TYPE_DECIMAL, t.MYSQL_TYPE_NEWDECIMAL, t.MYSQL_TYPE_BIT,
+    t.MYSQL_TYPE_YEAR, t.MYSQL_TYPE_DATE, t.MYSQL_TYPE_NEWDATE, t.MYSQL_TYPE_TIME,
+    t.MYSQL_TYPE_TIME2, t.MYSQL_TYPE_DATETIME, t.MYSQL_TYPE_DATETIME2,
+    t.MYSQL_TYPE_TIMESTAMP, t.MYSQL_TYPE_TIMESTAMP2})
 
 
 def may_fold(tm: TableMap, key: Iterable[int]) -> bool:
@@ -46,7 +48,7 @@ def may_fold(tm: TableMap, key: Iterable[int]) -> bool:
     know nothing of (made since they were read), that its survivors are written by one
     task, as :func:`loose_key` decides with the downstream's columns."""
     columns = tm.columns
-    return any(columns[i].type in _FOLDABLE_TYPES for i in key)
+    return any(columns[i].type not in _EXACT_TYPES for i in key)
 
 
 def lenient_key(tm: TableMap, info: TableColumns) -> str | None:

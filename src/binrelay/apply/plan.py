@@ -268,8 +268,9 @@ def _canonical(value: Any) -> bytes:
     elif isinstance(value, str):
         tag, payload = b"S", value.encode("utf-8", "surrogatepass")
     elif isinstance(value, Decimal):
-        # As when DECIMAL values were handed on as text: the same tasks, the same ledger.
-        tag, payload = b"S", format(value, "f").encode()
+        # As DECIMAL values were routed when handed on as text; -0 as 0, which it equals.
+        tag, payload = b"S", format(value.copy_abs() if value.is_zero() else value,
+                                    "f").encode()
     elif isinstance(value, bytes | bytearray):
         tag, payload = b"B", bytes(value)
     elif value is ABSENT:

@@ -120,7 +120,7 @@ def sql_literal(value: Any) -> str:
         return "X'" + value.hex() + "'"
     if kind is bool:
         return "1" if value else "0"
-    if kind is Decimal:
+    if kind is Decimal and value.is_finite():
         return format(value, "f")  # bare: an exact number, never compared as a double
     raise TypeError(f"not a row value for a multi-row statement: {kind.__name__}")
 

@@ -25,6 +25,7 @@ columns need one), ``s`` as text, ``b`` as bytes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -35,7 +36,7 @@ from binrelay.rows.compiler import ABSENT
 from binrelay.rows.events import RowChange
 from binrelay.rows.mysqljson import JsonPartialUpdate
 from binrelay.rows.tablemap import TableMap
-from binrelay.rows.text import value_text
+from binrelay.rows.text import json_value, value_text
 
 SCHEMA_DDL = (
     "subdir string, file string, pos bigint, end_pos bigint, row int, gtid string, "
@@ -135,6 +136,9 @@ def _encode_value(value: Any, col: Any) -> tuple[bytes | None, str]:
         return str(value).encode(), "i"
     if isinstance(value, str):
         return value.encode("utf-8", "surrogatepass"), "s"
+    if isinstance(value, JsonPartialUpdate):
+        # The diffs, as ``dump --json`` prints them: no document to show.
+        return json.dumps(json_value(value, col), ensure_ascii=False).encode(), "s"
     return value_text(value, col).encode(), "s"
 
 

@@ -52,7 +52,12 @@ from binrelay.binlog.txn import (
     is_savepoint_statement,
     is_transaction_control,
 )
-from binrelay.errors import NamelessRowsError, RelayDirError, UnfaithfulApplyError
+from binrelay.errors import (
+    ApplyError,
+    NamelessRowsError,
+    RelayDirError,
+    UnfaithfulApplyError,
+)
 from binrelay.position import SubdirName, binlog_sort_key
 from binrelay.relay.scan import parse_fde, read_fde_event
 from binrelay.rows.decoder import EventDecoder, image_decoders
@@ -330,7 +335,15 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                         files[ev.file_id] = load_file()
                     elif ev.file_id not in files:
                         raise _no_load_file(ev.file_id, (seq, file_no, pos))
-                    files[ev.file_id].write(ev.data)
+                    try:
+                        files[ev.file_id].write(ev.data)
+                    except OSError as exc:
+                        raise ApplyError(
+                            f"cannot gather a statement-format LOAD DATA's file in"
+                            f" {tempfile.gettempdir()}: {exc.strerror or exc}",
+                            position=(seq, file_no, pos),
+                            hint="free space there, or point TMPDIR at a directory with"
+                                 " room for the file, and run the sync again") from None
                 elif isinstance(ev, DeleteFileEvent):
                     gone = files.pop(ev.file_id, None)  # the LOAD DATA failed upstream
                     if gone is not None:

@@ -557,6 +557,7 @@ class SyncPipeline:
                 if end_limit.sort_key <= start.sort_key:
                     if until_caught_up:
                         break
+                    self._far_behind = False  # caught up: the next burst is not its tail
                     waiter = self._wait(waiter, end_limit)
                     continue
                 max_bytes = self._batch_limit(view, start, end_limit)
@@ -1051,7 +1052,10 @@ class SyncPipeline:
         if keeps_rules(ddl) or (
                 not self.rules_stale and leaves_rules(self.rules, ddl, schema)):
             if self.keys_unread and ddl_kind(ddl).name == "rename table":
-                self.keys_unread.append((ddl, schema))  # (the new name is read)
+                if len(self.keys_unread) < _NARROW_MAX:
+                    self.keys_unread.append((ddl, schema))  # (the new name is read)
+                else:
+                    self.rules_stale, self.stale_ddl = True, None
             return
         if not self.rules_stale and len(self.keys_unread) < _NARROW_MAX and \
                 leaves_rules(self.rules, ddl, schema, keys=False):
