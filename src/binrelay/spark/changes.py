@@ -19,8 +19,10 @@
 Values are lossless: integers as their decimal text, text columns as UTF-8, binary columns
 and geometry as their bytes, and every other type (DECIMAL, FLOAT, DOUBLE, dates and times,
 JSON, ENUM, SET) as the server's own text (TIMESTAMP in UTC), which the server reads back
-exactly.  ``kinds`` says how to hand each value back to a server: ``i`` as an integer (BIT
-columns need one), ``s`` as text, ``b`` as bytes.
+exactly; a MySQL partial JSON update logged without its document as its diffs
+(``{"json_diff": [...]}``, as ``binrelay dump --json`` prints them).  ``kinds`` says how
+to hand each value back to a server: ``i`` as an integer (BIT columns need one), ``s`` as
+text, ``b`` as bytes.
 """
 
 from __future__ import annotations
