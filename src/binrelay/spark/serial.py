@@ -106,6 +106,12 @@ def load_file() -> IO[bytes]:
     return tempfile.SpooledTemporaryFile(max_size=LOAD_IN_MEMORY)
 
 
+def _drop_file(files: dict[int, IO[bytes]], file_id: int) -> None:
+    file = files.pop(file_id, None)
+    if file is not None:
+        file.close()
+
+
 def _load(ev: ExecuteLoadQueryEvent, files: dict[int, IO[bytes]], position: tuple[int, ...]
           ) -> tuple[bytes, Load]:
     """The LOAD DATA statement as a replica's applier runs it, its file-name part (from the
@@ -329,9 +335,7 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                     user_vars.append(ev)
                 elif isinstance(ev, LoadBlockEvent):
                     if ev.begins:
-                        old = files.pop(ev.file_id, None)
-                        if old is not None:
-                            old.close()
+                        _drop_file(files, ev.file_id)
                         files[ev.file_id] = load_file()
                     elif ev.file_id not in files:
                         raise _no_load_file(ev.file_id, (seq, file_no, pos))
@@ -345,9 +349,7 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                             hint="free space there, or point TMPDIR at a directory with"
                                  " room for the file, and run the sync again") from None
                 elif isinstance(ev, DeleteFileEvent):
-                    gone = files.pop(ev.file_id, None)  # the LOAD DATA failed upstream
-                    if gone is not None:
-                        gone.close()
+                    _drop_file(files, ev.file_id)  # the LOAD DATA failed upstream
                 elif ev.header.event_type in _CANNOT_REPLAY:
                     raise UnfaithfulApplyError(
                         f"{_CANNOT_REPLAY[ev.header.event_type]} in the relay log",

@@ -383,11 +383,10 @@ class SyncPipeline:
         rows are written again); refuses a downstream with triggers on the tables it would
         write.  Ends the transaction ``conn`` is in."""
         skip = (self.store.schema,)
-        if self.rules_stale and self.stale_ddl:
-            self.rules = reread_rules(conn, self.rules, self.keys_unread + self.stale_ddl,
-                                      exclude_schemas=skip)
-        elif not self.rules_stale and self.keys_unread:
-            self.rules = reread_rules(conn, self.rules, self.keys_unread, exclude_schemas=skip)
+        narrow = [] if self.rules_stale and self.stale_ddl is None else \
+            self.keys_unread + (self.stale_ddl or [])
+        if narrow:
+            self.rules = reread_rules(conn, self.rules, narrow, exclude_schemas=skip)
         else:
             self.rules = read_rules(conn, exclude_schemas=skip, positional=self.positional)
         self.rules_stale = False
@@ -856,8 +855,9 @@ class SyncPipeline:
         if segments is None:
             segments = plan_partitions(self.relay_dir, start, end,
                                        target_bytes=self.sync.partition_bytes)
-        if (self.rules_stale or (self.keys_unread and all(s.kind == "dml" for s in segments))) \
-                and any(s.kind != "ddl" for s in segments):
+        by_key = all(s.kind == "dml" for s in segments)  # (else replayed in relay order)
+        if (self.rules_stale and any(s.kind != "ddl" for s in segments)) or \
+                (self.keys_unread and by_key and segments):
             with pooled_connection(self.driver_downstream) as conn:
                 self.read_rules(conn)
         rows_by_op: dict[str, int] = {}
@@ -865,7 +865,7 @@ class SyncPipeline:
         spark_seconds = 0.0
         reached = start
         relay_bytes = sum(s.stop - s.start for s in segments)
-        rows_only = not replayed and all(s.kind == "dml" for s in segments)
+        rows_only = not replayed and by_key
         self._follow_upstream_restarts(segments)
         if self.sync.mode == "strict" and rows_only:
             rows_by_op, reached = self._strict(segments)
