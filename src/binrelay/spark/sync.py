@@ -282,6 +282,7 @@ class SyncPipeline:
         self.outage: Outage | None = None
         #: The next batch's read stage, started while a barrier batch is replayed.
         self._read_ahead: ReadAhead | None = None
+        self._done_batch = -1  # the id of the last batch applied
         #: The thread that plans batches ahead (``_run``'s), once started.
         self._planner: ThreadPoolExecutor | None = None
         #: Set as ``_run`` exits: a plan being made then starts no read stage.
@@ -600,9 +601,12 @@ class SyncPipeline:
                     barrier = self._barrier(segments)
                     over = threading.Event() if barrier and not self.spark_ready else None
                     key: list[Any] = [end, max_bytes]
+                    # After a batch of rows Spark applies, the next one's read stage runs
+                    # as its apply job's tasks leave slots free (queued behind that job).
+                    behind = None if barrier or not self._spark_rows(segments) else batch_id
                     ahead = (key, planner.submit(self._plan_then_read, view, end, end_limit,
-                                                 max_bytes, barrier, True, over=over,
-                                                 key=key),
+                                                 max_bytes, barrier or behind is not None,
+                                                 True, over=over, key=key, behind=behind),
                              None)
                 try:
                     self._batch(start, end, batch_id, gtid, relay_end=end_limit,
@@ -675,10 +679,11 @@ class SyncPipeline:
                         max_bytes: int, read: bool, chain: bool = False,
                         gate: threading.Event | None = None, *,
                         over: threading.Event | None = None,
-                        key: list[Any] | None = None) -> PlannedAhead:
+                        key: list[Any] | None = None,
+                        behind: int | None = None) -> PlannedAhead:
         """:meth:`_plan`, in the planner's thread; when ``read`` (the batch before runs no
-        Spark job) and the planned batch is one for Spark's apply stage, its read stage
-        started too, once ``gate`` is open if given.
+        Spark job, or is ``behind``) and the planned batch is one for Spark's apply stage,
+        its read stage started too, once ``gate`` is open if given.
 
         With ``chain``, a planned barrier batch has the batch after it planned next in
         this thread, its read stage gated on the batch before the barrier being done (the
@@ -690,12 +695,19 @@ class SyncPipeline:
         With ``over`` (set when the barrier batch before is applied), planned while Spark
         starts: should Spark come up before the barrier is over, the batch is planned again
         with the limit a ready Spark gets (``_batch_limit``), ``key`` told so, and its read
-        stage started, to run alongside the barrier instead of after it."""
+        stage started, to run alongside the barrier instead of after it.
+
+        With ``behind`` (the id of the batch before, a batch of rows on Spark), the
+        read stage is started once that batch's apply job is submitted: Spark runs jobs
+        first come, first served, so its tasks take the slots that job's tasks leave, and
+        never delay it."""
         planned = self._plan(view, start, end_limit, max_bytes)
         if over is not None and key is not None:
             planned, max_bytes = self._plan_for_spark(view, start, end_limit, planned,
                                                       max_bytes, over, key)
         segments = planned[1]
+        if behind is not None and read and not self._wait_for_job(behind):
+            read = False
         if gate is not None:
             # Until the gate opens; or the run ends (its exit may come while this plan
             # is made, after it opened the gates it knew of).
@@ -752,6 +764,29 @@ class SyncPipeline:
             log.debug("read stage started ahead", extra={
                 "pipeline": self.name, "at": str(start), "partitions": len(segments)})
         return started
+
+    def _job_group(self, batch_id: int) -> str:
+        return f"binrelay-{self.name}-{batch_id}"
+
+    def _spark_rows(self, segments: list[Segment]) -> bool:
+        """Whether the batch of ``segments`` is rows that Spark's tasks apply."""
+        return self.spark_ready and self._spark_failed is None and \
+            self.sync.mode != "strict" and all(s.kind == "dml" for s in segments) and \
+            not self._on_driver(sum(s.stop - s.start for s in segments))
+
+    def _wait_for_job(self, batch_id: int) -> bool:
+        """Wait until an apply job of batch ``batch_id`` is submitted (``_dml``'s job
+        group); False if the run ends first, or the batch was done without one."""
+        tracker = self._spark.sparkContext.statusTracker()
+        group = self._job_group(batch_id)
+        waited = time.monotonic() + _GATE_WAIT
+        while not self._closing.is_set() and time.monotonic() < waited:
+            if tracker.getJobIdsForGroup(group):
+                return True
+            if self._done_batch >= batch_id:
+                return False
+            time.sleep(0.01)
+        return False
 
     def _drop(self, ahead: Ahead | None) -> None:
         """A batch planned ahead that will not run (its start or size changed, the run
@@ -891,6 +926,7 @@ class SyncPipeline:
                 finish_batch(conn, self.name, batch_id, self.store)
         self._applied_to(end)
         self.stats.batches += 1
+        self._done_batch = batch_id
         used = thread_times().since(times)
         report = BatchReport(
             pipeline=self.name, batch_id=batch_id,
@@ -1091,6 +1127,7 @@ class SyncPipeline:
                                                   lambda: None))
             return self._counted(list(apply_here(alone, relay_dir, iter(segments))))
         sc = self.spark.sparkContext
+        sc.setJobGroup(self._job_group(batch_id), "apply")
         # Two steps: which tables this batch must replay in order is known only from all of
         # its records, and such a table must be whole in one task, never also upserted by
         # another.
