@@ -259,15 +259,17 @@ class BinlogBuilder:
                               [begin, *rows, (XID, xid_body(xid))])
 
     def nontrx(self, values: list[int] | None = None, *, domain: int = 0,
-               seq_no: int | None = None) -> None:
-        """MariaDB: a MyISAM change, whose group ends with a Query COMMIT instead of XID."""
+               seq_no: int | None = None, end: str = "COMMIT") -> None:
+        """MariaDB: a MyISAM change, whose group ends with a Query COMMIT instead of XID
+        (``end``: or ROLLBACK, the group of a transaction that also changed an InnoDB
+        table and was rolled back)."""
         assert self.flavor == "mariadb"
         seq = self._seq(domain, seq_no)
         self.add(MARIA_GTID, maria_gtid_body(seq, domain, FL_ALLOW_PARALLEL), flags=8)
         for etype, b in self._rows(values or [1]):
             self.add(etype, b)
         self._commit_maria(domain, self.server_id, seq)
-        self.add(QUERY, query_body("COMMIT", db="app"), boundary=True, flags=8)
+        self.add(QUERY, query_body(end, db="app"), boundary=True, flags=8)
 
     def _mysql_gno(self, uuid: str | None, gno: int | None) -> int | None:
         if uuid is None:

@@ -9,7 +9,7 @@ from binlog_builder import BinlogBuilder
 from binrelay.position import Position, SubdirName
 from binrelay.relay.layout import RelayMeta, write_index, write_meta
 from binrelay.relay.relaydir import RelayView, durable_end, earliest
-from binrelay.relay.txnscan import DDL, DML, OTHER, transaction_ends
+from binrelay.relay.txnscan import DDL, DML, OTHER, SERIAL, transaction_ends
 from binrelay.spark.planning import advance, next_batch, plan_partitions, relay_bytes
 from relaydir_builder import make_relay_dir
 
@@ -53,6 +53,18 @@ def test_transaction_ends_and_kinds(tmp_path: Path) -> None:
     kinds = [e.kind for e in ends]
     assert kinds.count(DDL) == 1 and kinds.count(DML) == 4
     assert kinds[:2] == [OTHER, OTHER] and kinds[-1] == OTHER  # FDE, GTID_LIST, Rotate
+
+
+def test_a_group_rolled_back_upstream_is_replayed_as_it_is(tmp_path: Path) -> None:
+    """Rows in a group that ends in ROLLBACK (not ROLLBACK TO) are not a transaction to
+    compact: a replica runs it and its ROLLBACK, which keeps only what no rollback undoes."""
+    b = BinlogBuilder()
+    b.gtid_list([])
+    b.nontrx([1])
+    b.nontrx([2], end="ROLLBACK")
+    _relay(tmp_path, [b])
+    ends = transaction_ends(tmp_path / str(SUB) / "mysql-bin.000001", 4, len(b.data))
+    assert [e.kind for e in ends][-2:] == [DML, SERIAL]
 
 
 def test_offsets_round_trip(tmp_path: Path) -> None:

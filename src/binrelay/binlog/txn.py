@@ -136,6 +136,12 @@ def ends_transaction(prefix: bytes) -> bool:
     return upper.startswith((b"COMMIT", b"ROLLBACK")) and not is_savepoint_statement(prefix)
 
 
+def is_rollback(prefix: bytes) -> bool:
+    """ROLLBACK ending a BEGIN ... group: the upstream undid its transactional changes (it
+    logs the group when the group also changed a non-transactional or temporary table)."""
+    return ends_transaction(prefix) and prefix.lstrip().upper().startswith(b"ROLLBACK")
+
+
 #: Events whose statement text (its start) the tracker needs.
 QUERY_TYPES = frozenset({c.QUERY_EVENT, c.QUERY_COMPRESSED_EVENT, c.EXECUTE_LOAD_QUERY_EVENT})
 

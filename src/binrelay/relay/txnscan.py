@@ -24,6 +24,7 @@ from binrelay.binlog.txn import (
     IN_GROUP_TYPES,
     QUERY_TYPES,
     TxnTracker,
+    is_rollback,
     is_savepoint_statement,
     is_transaction_control,
 )
@@ -130,7 +131,9 @@ def scan_transactions(path: Path, start: int, stop: int) -> Generator[TxnEnd, No
                     xid, committed = _xa_outcome(text, path, pos)
                 elif etype == c.INCIDENT_EVENT:
                     kind = INCIDENT
-                elif saw_statement:
+                elif saw_statement or (is_query and was_in and is_rollback(prefix)):
+                    # (A group the upstream rolled back: replayed as it is, so that only
+                    # its non-transactional changes stay, as on a replica.)
                     kind = SERIAL
                 elif saw_rows or etype == c.TRANSACTION_PAYLOAD_EVENT:
                     kind = DML

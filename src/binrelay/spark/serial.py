@@ -49,6 +49,7 @@ from binrelay.binlog.framing import iter_events
 from binrelay.binlog.statement import MARIADB_SQL_MODES
 from binrelay.binlog.txn import (
     ends_transaction,
+    is_rollback,
     is_savepoint_statement,
     is_transaction_control,
 )
@@ -277,6 +278,34 @@ def _no_load_file(file_id: int, position: tuple[int, ...]) -> UnfaithfulApplyErr
              " and resynchronise the downstream past this position")
 
 
+#: The savepoint a transaction the upstream rolled back is replayed after, and rolled back
+#: to (:func:`rolled_back`).
+ROLLED_BACK = b"binrelay_rolled_back"
+
+
+def rolled_back(actions: list[Action], position: tuple[int, ...]) -> list[Action]:
+    """A transaction that ended in ROLLBACK upstream, as a replica's SQL thread runs it:
+    its actions between a savepoint and a rollback to it, so that its transactional changes
+    are undone and only what no rollback undoes stays (non-transactional tables, temporary
+    tables made), while the replay's own transaction (earlier transactions of the batch,
+    the checkpoint) goes on."""
+    if not actions:
+        return actions
+    for action in actions:
+        if isinstance(action, SessionStatement) and ROLLED_BACK in action.raw.lower():
+            raise UnfaithfulApplyError(
+                f"a rolled-back transaction uses the savepoint name binrelay replays it"
+                f" with ({snippet(action.text, 60)!r})", position=action.position,
+                hint="resynchronise the tables it changes from the upstream past this"
+                     " position")
+    start = actions[0].position
+    return [SessionStatement(start, "", b"SAVEPOINT " + ROLLED_BACK,
+                             "SAVEPOINT " + ROLLED_BACK.decode(), (), False),
+            *actions,
+            SessionStatement(position, "", b"ROLLBACK TO SAVEPOINT " + ROLLED_BACK,
+                             "ROLLBACK TO SAVEPOINT " + ROLLED_BACK.decode(), (), False)]
+
+
 def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], TableRules],
                     headers: Headers | None = None, *, pseudo_thread: bool = False,
                     committed_to: tuple[int, ...] | None = None,
@@ -395,6 +424,8 @@ def segment_actions(relay_dir: Path, segment: Segment, rules: Callable[[], Table
                             (seq, file_no, pos, 0), ev.schema, query, text, tuple(setup),
                             after_ddl, tuple(v.name for v in user_vars), ev.error_code, load))
                     intvars, rand, user_vars = [], None, []
+                    if is_rollback(prefix):
+                        actions = rolled_back(actions, (seq, file_no, pos, 0))
                     if ends_transaction(prefix):
                         yield pos + len(raw), gtid, actions
                         actions, gtid, after_ddl = [], None, False
