@@ -124,6 +124,14 @@ class TableColumns:
     #: on a prefix of a column is named ``name(length)``.
     unique: tuple[frozenset[str], ...] = ()
 
+    def only_here(self, logged: Iterable[str]) -> tuple[str, ...]:
+        """The columns a statement may write that the ``logged`` ones lack (names are
+        case-insensitive): not generated, not a long unique key's hidden hash."""
+        names = {name.casefold() for name in logged}
+        stored = self.columns[:len(self.columns) - self.hashes]
+        return tuple(c.name for c in stored
+                     if not c.generated and c.name.casefold() not in names)
+
 
 @dataclass(frozen=True)
 class TableRules:

@@ -36,6 +36,7 @@ from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import ABSENT, DELETE, INSERT, UPDATE, Change, TableRef
 from binrelay.apply.key_collation import lenient_key, loose_key, may_fold
 from binrelay.apply.plan import (
+    DOWNSTREAM_COLUMNS,
     FK_LINKED,
     FOLDED_KEYS,
     LENIENT_KEY,
@@ -84,7 +85,7 @@ class _Table:
 
 
 #: Reasons known from the table alone, the same in every partition of a batch.
-_STATIC = frozenset({NO_KEY, FK_LINKED, VERSIONED, LENIENT_KEY})
+_STATIC = frozenset({NO_KEY, FK_LINKED, VERSIONED, LENIENT_KEY, DOWNSTREAM_COLUMNS})
 
 
 _PLAIN = frozenset((int, str, bytes))
@@ -297,6 +298,9 @@ def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules,
                 table.unknown_fold = may_fold(tm, key)
             elif lenient_key(tm, info) is not None:
                 table.reason = LENIENT_KEY
+            elif info.only_here(tm.column_names):
+                # An update must keep their values, as a replica's does: UPDATE, in order.
+                table.reason = DOWNSTREAM_COLUMNS
         by_ref[ref] = table
     elif table.shape != shape:
         # DDL is a barrier: one definition per table in a batch.
