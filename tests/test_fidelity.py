@@ -448,6 +448,10 @@ STORED_AS_IS = [
     (1, "INSERT INTO app.v VALUES (2, '2020-02-30', '2020-04-31 10:00:00', 'zz', 'abcdef', 2)"),
     (1, "INSERT INTO app.v VALUES (3, '2021-00-10', NULL, '', 'x', 3)"),
     (1, "UPDATE app.v SET e = 'nope' WHERE id = 1"),
+    # An ENUM with a '' member: its error value (index 0) is not that member.
+    (1, "CREATE TABLE app.e (id INT PRIMARY KEY, e ENUM('', 'a'), s SET('', 'x'))"),
+    (1, "INSERT INTO app.e VALUES (1, 'zz', ''), (2, '', 'x'), (3, 'a', ',x')"),
+    (1, "UPDATE app.e SET e = 'bad' WHERE id = 3"),
     # Rows a session with CHECK constraints off wrote (a replica stores them too), in the
     # batch path and in a transaction replayed in order after a statement.
     "CREATE TABLE app.c (id INT PRIMARY KEY, a INT CHECK (a > 0), b INT,"
@@ -466,6 +470,8 @@ STORED_AS_IS = [
 
 def test_values_stored_under_a_lenient_mode(env: Env, spark) -> None:
     converge(env, spark, STORED_AS_IS)
+    assert env.downstream.execute("SELECT id, e + 0 FROM app.e ORDER BY id") == \
+        ((1, 0), (2, 1), (3, 0))
 
 
 # ucs2 takes any code unit, lone surrogates too, and utf32 takes U+D800: values that no

@@ -203,9 +203,17 @@ def _spec_enum(col: Column, ctx: _Ctx) -> Fixed:
         raise UnsupportedColumnType(f"ENUM with a {col.length}-byte value")
     if col.enum_values is None:
         return Fixed(code)
-    # Index 0 is the empty string MySQL stores for an invalid value.
-    names = ctx.const(("", *col.enum_values), "enum")
+    # Index 0 is the error value MySQL stores for an invalid one, which reads as ''.  Written
+    # back as '' it is stored as index 0 again, unless '' is a member, which '' then names:
+    # there it is the number 0, which the server stores as index 0 (with a warning).
+    names = ctx.const((enum_zero(col.enum_values), *col.enum_values), "enum")
     return Fixed(code, f"{names}[{{v}}]")
+
+
+def enum_zero(members: tuple[str, ...]) -> str | int:
+    """What an ENUM's index 0 (the error value) decodes to: '' or, when '' is a member,
+    0."""
+    return 0 if "" in members else ""
 
 
 _SET_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}

@@ -14,7 +14,7 @@ from json.encoder import encode_basestring as _encode_basestring
 
 from binrelay.rows import coltypes as t
 from binrelay.rows.charsets import python_codec, single_byte_table
-from binrelay.rows.compiler import Fixed, _Ctx, spec_for
+from binrelay.rows.compiler import Fixed, _Ctx, enum_zero, spec_for
 from binrelay.rows.tablemap import Column, TableMap
 from binrelay.rows.temporal import FRAC_BYTES
 
@@ -121,6 +121,8 @@ def json_bytes(value: str) -> bytes | None:
 def _names(col: Column) -> bytes | None:
     """An ENUM's or SET's names for json_rows: a count, then each as JSON text without its
     quotes behind its length (an ENUM's index 0 is the empty string of an invalid value)."""
+    if col.enum_values is not None and enum_zero(col.enum_values) != "":
+        return None  # (its index 0 is the number 0: Python prints it)
     names = ("", *col.enum_values) if col.enum_values is not None else col.set_values
     assert names is not None
     parts = [struct.pack("<H", len(names))]
