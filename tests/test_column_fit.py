@@ -9,6 +9,7 @@ import pytest
 from binrelay.apply.catalog import DownstreamColumn
 from binrelay.apply.column_fit import misfit, upstream_type
 from binrelay.rows import coltypes as t
+from binrelay.rows import temporal
 from binrelay.rows.tablemap import Column
 
 LATIN1, UTF8MB3, UTF8MB4, BINARY, GBK = 8, 33, 45, 63, 28
@@ -60,6 +61,12 @@ UINT = col(t.MYSQL_TYPE_LONG, unsigned=True)
     (col(t.MYSQL_TYPE_DATETIME2, fsp=3), down("datetime", fsp=6), None),
     (col(t.MYSQL_TYPE_TIMESTAMP2, fsp=0), down("datetime", fsp=0), "another type"),
     (col(t.MYSQL_TYPE_TIME, fsp=0), down("time", fsp=0), None),
+    # The pre-5.6 format has no fractional digits; MariaDB 5.3-10.0's columns with them log
+    # its type code in a layout of their own: a downstream column with fractions stops.
+    (col(t.MYSQL_TYPE_DATETIME), down("datetime", fsp=0), None),
+    (col(t.MYSQL_TYPE_DATETIME), down("datetime", fsp=6), "pre-5.6 format"),
+    (col(t.MYSQL_TYPE_TIME), down("time", fsp=3), "pre-5.6 format"),
+    (col(t.MYSQL_TYPE_TIMESTAMP), down("timestamp", fsp=6), "pre-5.6 format"),
     (col(t.MYSQL_TYPE_DATE), down("datetime"), "another type"),
     # ENUM and SET: every logged member (values are written by name).
     (col(t.MYSQL_TYPE_ENUM, enum_values=("a", "b")), down("enum", members=("b", "a", "c")),
@@ -165,3 +172,25 @@ def test_signedness_not_logged_takes_the_downstreams() -> None:
 ])
 def test_the_logged_type_in_sql_words(logged: Column, said: str) -> None:
     assert upstream_type(logged) == said
+
+
+@pytest.mark.parametrize("decode, value", [
+    (temporal.datetime_from_int, 20240506070809),
+    (temporal.datetime_from_int, 0),
+    (temporal.time_from_int, -8385959),
+])
+def test_old_format_values_in_range_decode(decode, value) -> None:
+    decode(value)
+
+
+@pytest.mark.parametrize("decode, value", [
+    # MariaDB 5.3's DATETIME(6) '2024-05-06 07:08:09.123456' read as the old format.
+    (temporal.datetime_from_int, int.from_bytes(
+        (((((2024 * 13 + 5) << 5 | 6) << 17 | (7 << 12 | 8 << 6 | 9)) << 24) | 123456)
+        .to_bytes(8, "big"), "little")),
+    (temporal.datetime_from_int, 20241306000000),
+    (temporal.time_from_int, 126000),
+])
+def test_old_format_values_out_of_range_stop(decode, value) -> None:
+    with pytest.raises(ValueError, match=r"pre-5\.6 format"):
+        decode(value)

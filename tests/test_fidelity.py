@@ -27,6 +27,7 @@ import binrelay.spark.sync as sync_module
 from binrelay.config import load_config
 from binrelay.errors import (
     ApplyError,
+    BinrelayError,
     DownstreamRowError,
     DownstreamSchemaError,
     UnfaithfulApplyError,
@@ -1778,6 +1779,27 @@ def test_a_wider_downstream_column_takes_the_values_unchanged(mariadb_factory,
     env.sync(spark)
     query = "SELECT id, i, d + 0, v, dt, e, b, tx FROM app.c ORDER BY id"
     assert env.downstream.execute(query) == env.upstream.execute(query)
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-sync", "catalog-read"])
+def test_a_mariadb_5_3_fractional_temporal_stops_with_one_line(
+        mariadb_factory, tmp_path: Path, spark, split: bool) -> None:
+    """MariaDB 5.3-10.0's columns with fractional seconds (``mysql56_temporal_format =
+    OFF``) log the pre-5.6 type code without their precision, in a layout of their own: read
+    as that format, DATETIME(6)'s bytes came out a zero date, stored so with a warning.  The
+    sync stops with one line: where the catalog shows the downstream's column has fractional
+    seconds, and where the value read is no value of that format."""
+    env = make_env(mariadb_factory, tmp_path, upstream_args=("--mysql56-temporal-format=OFF",))
+    env.run([SCHEMA, "CREATE TABLE app.h (id INT PRIMARY KEY, dt6 DATETIME(6), v INT)"])
+    if split:
+        env.relay()
+        env.sync(spark)
+    env.run(["INSERT INTO app.h VALUES (1, '2024-05-06 07:08:09.123456', 5)"])
+    env.relay()
+    with pytest.raises(BinrelayError, match=r"pre-5\.6 format") as err:
+        env.sync(spark)
+    assert "FORCE" in str(err.value) + (err.value.hint or "")
+    assert env.downstream.execute("SELECT COUNT(*) FROM app.h") == ((0,),)
 
 
 @pytest.mark.parametrize("metadata", ["NO_LOG", "FULL"])

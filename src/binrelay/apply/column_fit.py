@@ -37,10 +37,16 @@ from binrelay.rows.charsets import (
 )
 from binrelay.rows.tablemap import Column
 
-__all__ = ["ANOTHER_TYPE", "misfit", "upstream_type"]
+__all__ = ["ANOTHER_TYPE", "OLD_TEMPORAL", "misfit", "upstream_type"]
 
 #: What :func:`misfit` says of a column of another kind than the logged one's.
 ANOTHER_TYPE = "another type"
+#: What it says of a temporal logged in the pre-5.6 format (no fractional seconds) whose
+#: downstream column has fractional seconds: MariaDB 5.3-10.0's columns with fractional
+#: seconds (``/* mariadb-5.3 */`` in SHOW CREATE TABLE) log that type code too, in a layout
+#: the binlog does not describe (its length follows from the precision it does not log).
+OLD_TEMPORAL = ("logged in the pre-5.6 format, as MariaDB 5.3-10.0's columns with fractional"
+                " seconds are, in a layout the binlog does not describe")
 
 _INT_BYTES = {t.MYSQL_TYPE_TINY: 1, t.MYSQL_TYPE_SHORT: 2, t.MYSQL_TYPE_INT24: 3,
               t.MYSQL_TYPE_LONG: 4, t.MYSQL_TYPE_LONGLONG: 8}
@@ -132,8 +138,9 @@ def misfit(col: Column, down: DownstreamColumn, *, signedness_logged: bool) -> s
     if kind == t.MYSQL_TYPE_BIT:
         return None if down.precision is None or down.precision >= col.bits else "narrower"
     if kind in _TEMPORAL:
-        fsp = col.fsp if kind in _TEMPORAL_FSP else 0
-        return None if (down.fsp or 0) >= fsp else "fewer fractional digits"
+        if kind not in _TEMPORAL_FSP:
+            return OLD_TEMPORAL if down.fsp else None
+        return None if (down.fsp or 0) >= col.fsp else "fewer fractional digits"
     if kind in (t.MYSQL_TYPE_ENUM, t.MYSQL_TYPE_SET):
         logged = col.enum_values if kind == t.MYSQL_TYPE_ENUM else col.set_values
         if logged is None or down.members is None:

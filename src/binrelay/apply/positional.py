@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from binrelay.apply.catalog import DownstreamColumn, TableColumns, TableRules
 from binrelay.apply.changes import TableRef
-from binrelay.apply.column_fit import FAMILIES, misfit, upstream_type
+from binrelay.apply.column_fit import FAMILIES, OLD_TEMPORAL, misfit, upstream_type
 from binrelay.errors import NamelessRowsError, UnfaithfulApplyError
 from binrelay.rows import coltypes as t
 from binrelay.rows.charsets import collation_of_charset
@@ -156,7 +156,10 @@ def _fits(ref: TableRef, col: Column, ds: DownstreamColumn, signed_logged: bool)
             f"column {ds.name!r} is {upstream_type(col)} in the binlog and"
             f" {ds.column_type or ds.data_type} downstream ({why}): its values would be"
             " changed on the way in, where a replica stops (error 1677)", table=str(ref),
-            hint="give the downstream's column the upstream's type (or a wider one of the"
+            hint="rewrite the upstream's table in the current format (ALTER TABLE ... FORCE"
+                 " there, with mysql56_temporal_format = ON), then resynchronise it"
+                 if why == OLD_TEMPORAL else
+                 "give the downstream's column the upstream's type (or a wider one of the"
                  " same kind), or leave the table out of the sync")
 
 

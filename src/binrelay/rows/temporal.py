@@ -148,12 +148,24 @@ def time_from_int(v: int) -> _dt.timedelta:
     """The pre-5.6 TIME: 3 bytes little-endian signed, decimal digits HHMMSS."""
     sign = -1 if v < 0 else 1
     v = abs(v)
+    if v // 100 % 100 > 59 or v % 100 > 59:
+        raise ValueError(_not_old(v, "TIME"))
     return _timedelta(seconds=sign * ((v // 10000) * 3600 + (v // 100 % 100) * 60 + v % 100))
+
+
+def _not_old(v: int, kind: str) -> str:
+    # MariaDB 5.3-10.0's columns with fractional seconds log the old type code too, in a
+    # layout of their own: read as the old one, their digits come out of range.
+    return (f"{v} is no {kind} in the pre-5.6 format (a MariaDB 5.3-10.0 column with"
+            " fractional seconds? ALTER TABLE ... FORCE upstream rewrites it)")
 
 
 def datetime_from_int(v: int) -> _dt.datetime | MysqlDateTime:
     """The pre-5.6 DATETIME: 8 bytes little-endian, decimal digits YYYYMMDDhhmmss."""
     d, t = divmod(v, 1000000)
+    if d > 99991231 or d // 100 % 100 > 12 or d % 100 > 31 or t // 10000 > 23 or \
+            t // 100 % 100 > 59 or t % 100 > 59:
+        raise ValueError(_not_old(v, "DATETIME"))
     return make_datetime(d // 10000, d // 100 % 100, d % 100, t // 10000, t // 100 % 100,
                          t % 100, 0)
 
