@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import struct
 from collections import Counter
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from pathlib import Path
@@ -265,6 +266,12 @@ def test_vector_time_and_partial_images() -> None:
     by_id = {c.after[0]: c.after for c in vectors if c.op == "insert" and len(c.after) == 4}
     assert by_id[2][1] == (1.0099999904632568, -1.0099999904632568)  # float32 values
     assert by_id[2][3] == (42.0, 43.0, 44.0, 45.0)
+    # Written as the float32s the server stores (the decoded floats are exactly them).
+    vector = [c for c in vectors if c.op == "insert" and len(c.after) == 4
+              and c.after[0] == 2][-1]
+    params = image_params(vector.table)(vector.after)
+    assert params[1] == struct.pack("<2f", 1.01, -1.01)
+    assert params[3] == struct.pack("<4f", 42, 43, 44, 45)
     (t,) = _changes("rust_mysql_common/time_issue.000001")
     assert t.after == (-dt.timedelta(hours=507, minutes=48, seconds=27),)
     (m,) = _changes("rust_mysql_common/minimal_row_metadata.000001")

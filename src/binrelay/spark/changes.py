@@ -28,6 +28,7 @@ text, ``b`` as bytes.
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -75,10 +76,13 @@ def to_param(value: Any, col: Any, table: str | None = None) -> Any:
     DECIMAL stays a number, written bare (``sql.sql_literal``, PyMySQL's own escaping): as
     quoted text, a list of them (``DELETE ... WHERE k IN ('1.000000000000000001', ...)``)
     is compared as doubles when the server scans, and meets every row a double cannot tell
-    apart.  A MySQL partial JSON update whose before image has no document (``MINIMAL`` or
-    ``NOBLOB`` images) has nothing to apply its diffs to here: the sync stops."""
+    apart.  A VECTOR is its bytes (text is no value of the type).  A MySQL partial JSON
+    update whose before image has no document (``MINIMAL`` or ``NOBLOB`` images) has
+    nothing to apply its diffs to here: the sync stops."""
     if value is None or value is ABSENT or isinstance(value, bytes | int | str | Decimal):
         return value
+    if isinstance(value, tuple):  # VECTOR: its float32s, as the server stores them
+        return struct.pack(f"<{len(value)}f", *value)
     if isinstance(value, JsonPartialUpdate):
         raise UnfaithfulApplyError(
             "a MySQL partial JSON update (binlog_row_value_options = PARTIAL_JSON) logged"
