@@ -1781,6 +1781,27 @@ def test_a_wider_downstream_column_takes_the_values_unchanged(mariadb_factory,
     assert env.downstream.execute(query) == env.upstream.execute(query)
 
 
+def test_a_value_the_downstream_would_change_stops_the_write(mariadb_factory, tmp_path: Path,
+                                                            spark) -> None:
+    """What the catalog check cannot see (a FLOAT's (M,D), which the table map does not
+    log: here a downstream table of the name already there, which the replayed CREATE TABLE
+    leaves as it is): a value the downstream would store changed (1000.5 into FLOAT(4,2):
+    99.99, with only a warning in the applier's lenient session; a replica stores the
+    logged float as it is) stops the sync with one line; nothing of the batch is
+    committed."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.downstream.execute("CREATE DATABASE app")
+    env.downstream.execute("CREATE TABLE app.t (id INT PRIMARY KEY, v FLOAT(4,2))")
+    env.run([SCHEMA, "CREATE TABLE app.t (id INT PRIMARY KEY, v FLOAT)",
+             "INSERT INTO app.t VALUES (1, 5), (2, 1000.5)"])
+    env.relay()
+    with pytest.raises(UnfaithfulApplyError, match=r"changed a value as it stored it: Out"
+                                                   r" of range value for column 'v'") as err:
+        env.sync(spark)
+    assert err.value.table == "app.t"
+    assert env.downstream.execute("SELECT COUNT(*) FROM app.t") == ((0,),)
+
+
 @pytest.mark.parametrize("split", [False, True], ids=["one-sync", "catalog-read"])
 def test_a_mariadb_5_3_fractional_temporal_stops_with_one_line(
         mariadb_factory, tmp_path: Path, spark, split: bool) -> None:

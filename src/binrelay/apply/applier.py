@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -38,6 +39,7 @@ from binrelay.apply.versioning import HistoryReplay
 from binrelay.errors import (
     ApplyError,
     DownstreamRowError,
+    UnfaithfulApplyError,
 )
 
 log = logging.getLogger(__name__)
@@ -103,11 +105,64 @@ def run_statement(cur: Any, st: Statement, singles: Callable[[], Iterable[Statem
                 run_statement(cur, single, None, action, max_packet)
             action += f" (one of {len(st.positions)} rows from this position on)"
         raise map_error(exc, action, table=st.table, position=first) from None
+    if getattr(getattr(cur, "_result", None), "warning_count", 0):
+        _changed_values(cur, st, first)
     if st.expect_rows is not None and matched != st.expect_rows:
         raise DownstreamRowError(
             f"downstream diverged: the row to {st.sql.split(None, 1)[0].lower()} matched"
             f" {matched} rows, not {st.expect_rows}",
             table=None if st.table is None else str(st.table), position=first)
+
+
+#: Warnings a row write gets when the downstream stored another value than the one sent:
+#: NULL into NOT NULL, out of range, truncated, not convertible (a datetime, a string in the
+#: column's character set), too long.  A replica stores the logged value as it is; the
+#: applier's session is lenient (``sql.REPLICA_SQL_MODE``), where they are not errors.
+_CHANGED_VALUE = frozenset({1048, 1263, 1264, 1265, 1292, 1366, 1406})
+#: "Data truncated for column 'c' at row 1" and the like: the column named (as it is: the
+#: server does not escape a quote in it).
+_WARNED_COLUMN = re.compile(r"column '(.+)' at row \d+$")
+
+
+def _changed_values(cur: Any, st: Statement, first: tuple[int, ...] | None) -> None:
+    """Stop if the statement just run made the downstream store a value other than the one
+    sent (its warnings say so), so that its transaction is rolled back, not committed."""
+    count = cur._result.warning_count
+    cur.execute("SHOW WARNINGS")
+    listed = cur.fetchall()
+    enums: dict[str, bool] = {}
+    for level, code, message in listed:
+        if level == "Note" or code not in _CHANGED_VALUE:
+            continue
+        if code == 1265 and st.table is not None and _enum(cur, st.table, message, enums):
+            continue  # an ENUM's error value, written back as it was stored upstream
+        raise _changed(f"{message} (warning {code})", st, first)
+    if count > len(listed):  # (beyond the session's max_error_count: unseen)
+        raise _changed(f"{count} warnings, of which {count - len(listed)} not listed", st,
+                       first)
+
+
+def _changed(what: str, st: Statement, first: tuple[int, ...] | None) -> UnfaithfulApplyError:
+    return UnfaithfulApplyError(
+        f"the downstream changed a value as it stored it: {what}",
+        table=None if st.table is None else str(st.table), position=first,
+        hint="give the downstream's column the upstream's type, then resynchronise this"
+             " table from the upstream")
+
+
+def _enum(cur: Any, table: TableRef, message: str, known: dict[str, bool]) -> bool:
+    """Whether the column the warning names is an ENUM (``known``: the answers so far)."""
+    found = _WARNED_COLUMN.search(message)
+    if found is None:
+        return False
+    column = found.group(1)
+    if column not in known:
+        cur.execute("SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s"
+                    " AND TABLE_NAME = %s AND COLUMN_NAME = %s",
+                    (table.schema, table.table, column))
+        row = cur.fetchone()
+        known[column] = row is not None and str(row[0]).lower() == "enum"
+    return known[column]
 
 
 T = TypeVar("T")

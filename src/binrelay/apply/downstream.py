@@ -94,7 +94,9 @@ class Downstream:
         try:
             with conn.cursor() as cur:
                 cur.execute(
-                    "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s"
+                    "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s,"
+                    # (Every warning of a statement listed: applier._changed_values.)
+                    " max_error_count = 65535"
                     + (", check_constraint_checks = 0"
                        if mariadb_at_least(conn.server_version, (10, 2, 1)) else "")
                     + (", system_versioning_alter_history = 'KEEP'"
