@@ -57,6 +57,26 @@ def test_the_keeper_leaves_a_busy_spark_alone(spark):
     assert keeper.touches == 0
 
 
+def test_the_keeper_is_told_of_a_job_groups_jobs(spark):
+    """Jobs of a job group (the sync's apply jobs) are not among the ids the keeper reads:
+    their caller says when one ran."""
+    sc = spark.sparkContext
+    keeper = WarmKeeper(sc, after=1.0, check=0.4)
+    try:
+        ends = time.monotonic() + 5.0
+        while time.monotonic() < ends:
+            sc.setJobGroup("binrelay-test", "grouped")
+            try:
+                _worker_pids(sc)
+            finally:
+                sc.setLocalProperty("spark.jobGroup.id", None)
+            keeper.used()
+            time.sleep(0.5)
+    finally:
+        keeper.close()
+    assert keeper.touches == 0
+
+
 def test_workers_outlive_pysparks_idle_timeout(spark):
     """The minute PySpark waits before it closes idle workers is not a setting: this test
     idles past it (75 s) with the keeper's own timings."""

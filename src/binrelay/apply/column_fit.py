@@ -45,6 +45,8 @@ ANOTHER_TYPE = "another type"
 #: downstream column has fractional seconds: MariaDB 5.3-10.0's columns with fractional
 #: seconds (``/* mariadb-5.3 */`` in SHOW CREATE TABLE) log that type code too, in a layout
 #: the binlog does not describe (its length follows from the precision it does not log).
+#: Unlike other wider columns, then, such a one is not accepted: a MySQL 5.5 DATETIME into
+#: a DATETIME(6) stops too, where the rows cannot tell the two apart.
 OLD_TEMPORAL = ("logged in the pre-5.6 format, as MariaDB 5.3-10.0's columns with fractional"
                 " seconds are, in a layout the binlog does not describe")
 

@@ -55,8 +55,9 @@ LENIENT_KEY = ("a key column the downstream compares more leniently than the ups
                " collation): replayed in order, so that two upstream keys it takes for one"
                " stop as on a replica")
 FORCED = "routed to an ordered task by the caller"
-DOWNSTREAM_COLUMNS = ("columns only the downstream has (a replica's update keeps their"
-                      " values, a REPLACE would reset them): replayed in relay order")
+DOWNSTREAM_COLUMNS = ("updates of a table with columns only the downstream has (a replica's"
+                      " update keeps their values, a REPLACE would reset them): replayed in"
+                      " relay order")
 VERSIONED = ("system-versioned (its history rows follow from the order of its changes:"
              " replayed in relay order)")
 FK_LINKED = ("linked by a foreign key (its changes may cascade: replayed in relay order with"

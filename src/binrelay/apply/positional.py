@@ -156,9 +156,10 @@ def _fits(ref: TableRef, col: Column, ds: DownstreamColumn, signed_logged: bool)
             f"column {ds.name!r} is {upstream_type(col)} in the binlog and"
             f" {ds.column_type or ds.data_type} downstream ({why}): its values would be"
             " changed on the way in, where a replica stops (error 1677)", table=str(ref),
-            hint="rewrite the upstream's table in the current format (ALTER TABLE ... FORCE"
-                 " there, with mysql56_temporal_format = ON), then resynchronise it"
-                 if why == OLD_TEMPORAL else
+            hint="if the upstream's column has no fractional seconds (MySQL 5.5), give the"
+                 " downstream's none either; if it has (MariaDB 5.3-10.0's format), rewrite"
+                 " the upstream's table (ALTER TABLE ... FORCE, mysql56_temporal_format ="
+                 " ON) and resynchronise it" if why == OLD_TEMPORAL else
                  "give the downstream's column the upstream's type (or a wider one of the"
                  " same kind), or leave the table out of the sync")
 

@@ -82,10 +82,13 @@ class _Table:
     traits: dict[str, Any] = field(default_factory=dict)
     #: The rules know nothing of it and its key may fold (``may_fold``): one task.
     unknown_fold: bool = False
+    #: The downstream's table has columns the logged rows lack: its updates must keep
+    #: their values, as a replica's do (its inserts and deletes are written as ever).
+    downstream_only: bool = False
 
 
 #: Reasons known from the table alone, the same in every partition of a batch.
-_STATIC = frozenset({NO_KEY, FK_LINKED, VERSIONED, LENIENT_KEY, DOWNSTREAM_COLUMNS})
+_STATIC = frozenset({NO_KEY, FK_LINKED, VERSIONED, LENIENT_KEY})
 
 
 _PLAIN = frozenset((int, str, bytes))
@@ -188,6 +191,9 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
             by_map[id(tm)] = found
         table = found[1]
         ops[op] += len(images)
+        if op == UPDATE and table.downstream_only and table.reason is None:
+            # A REPLACE of the row would reset those columns: UPDATE, in relay order.
+            table.reason = DOWNSTREAM_COLUMNS
         if table.reason is not None:
             if table.reason in _STATIC:
                 ref, columns, key = table.shape
@@ -299,8 +305,7 @@ def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules,
             elif lenient_key(tm, info) is not None:
                 table.reason = LENIENT_KEY
             elif info.only_here(tm.column_names):
-                # An update must keep their values, as a replica's does: UPDATE, in order.
-                table.reason = DOWNSTREAM_COLUMNS
+                table.downstream_only = True
         by_ref[ref] = table
     elif table.shape != shape:
         # DDL is a barrier: one definition per table in a batch.

@@ -292,7 +292,8 @@ def rolled_back(actions: list[Action], position: tuple[int, ...]) -> list[Action
     if not actions:
         return actions
     for action in actions:
-        if isinstance(action, SessionStatement) and ROLLED_BACK in action.raw.lower():
+        if isinstance(action, SessionStatement) and \
+                is_savepoint_statement(action.raw[:32]) and ROLLED_BACK in action.raw.lower():
             raise UnfaithfulApplyError(
                 f"a rolled-back transaction uses the savepoint name binrelay replays it"
                 f" with ({snippet(action.text, 60)!r})", position=action.position,

@@ -225,6 +225,8 @@ _SPREAD_BYTES = 8 << 20
 #: (``_plan_then_read``), seconds; after that the batch's apply job runs the stage.  Every
 #: exit of the run opens the gate first.
 _GATE_WAIT = 600.0
+#: The local properties ``SparkContext.setJobGroup`` sets.
+_JOB_GROUP_KEYS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 #: Backoff between attempts to reach a lost downstream: 0.5 s, doubling, at most 30 s.
 _BACKOFF_FIRST, _BACKOFF_CAP = 0.5, 30.0
 
@@ -1127,7 +1129,22 @@ class SyncPipeline:
                                                   lambda: None))
             return self._counted(list(apply_here(alone, relay_dir, iter(segments))))
         sc = self.spark.sparkContext
+        # (The planner waits for the batch's apply job by it: ``_wait_for_job``.)
         sc.setJobGroup(self._job_group(batch_id), "apply")
+        try:
+            return self._spark_dml(sc, segments, batch_id, alone)
+        finally:
+            for key in _JOB_GROUP_KEYS:  # this thread's later jobs in no group
+                sc.setLocalProperty(key, None)
+            with self._keeper_lock:
+                if self._keeper is not None:
+                    self._keeper.used()
+
+    def _spark_dml(self, sc: Any, segments: list[Segment], batch_id: int,
+                   alone: TaskContext) -> dict[str, int]:
+        tasks = self.sync.tasks
+        relay_dir = str(self.relay_dir)
+        rules = self.rules
         # Two steps: which tables this batch must replay in order is known only from all of
         # its records, and such a table must be whole in one task, never also upserted by
         # another.

@@ -51,7 +51,8 @@ class WarmKeeper:
     """A thread that runs a task of nothing on every executor core once Spark has run no
     job for ``after`` seconds (looked at every ``check`` seconds), so that the Python
     workers :func:`warm_up` started outlive PySpark's idle timeout.  Any job counts,
-    whoever runs it: the keeper reads Spark's own job ids."""
+    whoever runs it: the keeper reads Spark's own job ids (those of no job group), and a
+    caller whose jobs have a group of their own says when it ran one (:meth:`used`)."""
 
     def __init__(self, sc: Any, *, after: float = KEEP_WARM_AFTER,
                  check: float = KEEP_WARM_CHECK) -> None:
@@ -59,10 +60,15 @@ class WarmKeeper:
         self._after = after
         self._check = check
         self._stop = threading.Event()
+        self._used = time.monotonic()
         self.touches = 0
         self._thread = threading.Thread(target=self._loop, name="spark-keep-warm",
                                         daemon=True)
         self._thread.start()
+
+    def used(self) -> None:
+        """A job of a job group just ran (the keeper does not see those)."""
+        self._used = time.monotonic()
 
     def close(self, timeout: float = 5.0) -> None:
         self._stop.set()
@@ -78,6 +84,8 @@ class WarmKeeper:
                 seen = max(tracker.getJobIdsForGroup(), default=None)
                 if seen != newest or tracker.getActiveJobsIds():
                     newest, since = seen, time.monotonic()
+                elif self._used > since:
+                    since = self._used
                 elif time.monotonic() - since >= self._after:
                     n = max(1, int(self._sc.defaultParallelism))
                     self._sc.parallelize(range(n), n).mapPartitions(_nothing).collect()
