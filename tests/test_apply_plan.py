@@ -401,8 +401,11 @@ def test_change_statements() -> None:
     assert st_upd.params == (5, 1) and st_upd.expect_rows == 1
     st_del = change_statement(dele((1, None, "a"), 3, key=()))
     assert st_del is not None
+    # A text value also by its characters (a collation takes 'a' and 'A' for one).
     assert st_del.sql == ("DELETE FROM `db`.`t` WHERE `id` <=> %s AND `u` <=> %s"
-                          " AND `v` <=> %s LIMIT 1")
+                          " AND `v` <=> %s AND CAST(CONVERT(`v` USING utf8mb4) AS BINARY)"
+                          " <=> CAST(%s AS BINARY) LIMIT 1")
+    assert st_del.params == (1, None, "a", "a")
     assert change_statement(upd((1, 2, 3), (ABSENT, ABSENT, ABSENT), 4, key=())) is None
 
 

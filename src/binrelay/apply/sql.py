@@ -250,9 +250,22 @@ def _match(change: Change, image: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]
     present = [i for i, v in enumerate(image) if v is not ABSENT]
     if not present:
         raise ValueError("a row image without any column cannot name a row")
-    # No key: match the whole row, NULL-safe, and touch one of possibly identical rows.
-    where = " AND ".join(f"{_p(quote_ident(change.columns[i]))} <=> %s" for i in present)
-    return where, tuple(image[i] for i in present), " LIMIT 1"
+    # No key: match the whole row, NULL-safe, and touch one of possibly identical rows.  A
+    # text value by its collation would match rows that differ (case, trailing spaces even
+    # under a _bin collation, every non-BMP character under utf8mb4_general_ci), which a
+    # replica tells apart by their bytes: by its characters too (the collation's test kept
+    # for an index to find the candidates).
+    terms: list[str] = []
+    params: list[Any] = []
+    for i in present:
+        column, value = _p(quote_ident(change.columns[i])), image[i]
+        terms.append(f"{column} <=> %s")
+        params.append(value)
+        if isinstance(value, str):
+            terms.append(f"CAST(CONVERT({column} USING utf8mb4) AS BINARY)"
+                         " <=> CAST(%s AS BINARY)")
+            params.append(value)
+    return " AND ".join(terms), tuple(params), " LIMIT 1"
 
 
 def change_statement(change: Change) -> Statement | None:
