@@ -49,6 +49,7 @@ from binrelay.apply.sql import (
     rename_targets,
     replace_rows,
     sql_literal,
+    trigger_ddl,
 )
 from binrelay.errors import ChangeError
 
@@ -407,6 +408,18 @@ def test_change_statements() -> None:
                           " <=> CAST(%s AS BINARY) LIMIT 1")
     assert st_del.params == (1, None, "a", "a")
     assert change_statement(upd((1, 2, 3), (ABSENT, ABSENT, ABSENT), 4, key=())) is None
+
+
+@pytest.mark.parametrize("definer", ["", "DEFINER=app@% ", "DEFINER=`app user`@`%` ",
+                                     "DEFINER='a b'@'localhost' ", "DEFINER = CURRENT_USER() ",
+                                     "DEFINER=CURRENT_USER "])
+def test_trigger_ddl_with_any_definer(definer: str) -> None:
+    """A trigger is known whatever its definer's spelling (a name with a space, quoted,
+    stopped the pattern: the trigger was created downstream, and rows fired it)."""
+    statement = f"CREATE {definer}TRIGGER tg.ai AFTER INSERT ON tg.t FOR EACH ROW SET @a = 1"
+    assert trigger_ddl(statement, "d") == ("create", TableRef("tg", "ai"))
+    assert ddl_kind(f"CREATE ALGORITHM=MERGE {definer}SQL SECURITY INVOKER VIEW v AS SELECT 1"
+                    ).name == "create view"
 
 
 @pytest.mark.parametrize(("statement", "kind"), [

@@ -32,7 +32,14 @@ from typing import Any
 
 from binrelay.apply.changes import TableRef
 from binrelay.apply.downstream import Query, ScriptError, errno_of, query_rows, run_queries
-from binrelay.apply.sql import ddl_kind, quote_table, rename_targets, snippet, statement_proper
+from binrelay.apply.sql import (
+    DEFINER_CLAUSE,
+    ddl_kind,
+    quote_table,
+    rename_targets,
+    snippet,
+    statement_proper,
+)
 from binrelay.apply.statement_sql import sql_string
 from binrelay.errors import DdlOutcomeUnknownError
 
@@ -49,9 +56,9 @@ _AUTO_INCREMENT = re.compile(r" AUTO_INCREMENT=\d+")
 
 #: DDL whose effect the catalog shows even though ``ddl_kind`` does not name it.
 _SEEN_OTHER = re.compile(
-    r"\s*(?:CREATE|ALTER|DROP)\s+(?:OR\s+REPLACE\s+)?(?:DEFINER\s*=\s*\S+\s+)?"
+    rf"\s*(?:CREATE|ALTER|DROP)\s+(?:OR\s+REPLACE\s+)?(?:{DEFINER_CLAUSE})?"
     r"(?:(?:AGGREGATE\s+)?(?:PROCEDURE|FUNCTION)|EVENT|DATABASE|SCHEMA|VIEW|PACKAGE"
-    r"(?:\s+BODY)?)\b|\s*ALTER\s+(?:ALGORITHM\s*=\s*\w+\s+)?(?:DEFINER\s*=\s*\S+\s+)?"
+    rf"(?:\s+BODY)?)\b|\s*ALTER\s+(?:ALGORITHM\s*=\s*\w+\s+)?(?:{DEFINER_CLAUSE})?"
     r"(?:SQL\s+SECURITY\s+\w+\s+)?VIEW\b", re.IGNORECASE)
 #: DDL that ends in the same state however often it runs.
 _REPEATABLE = re.compile(r"\s*(?:GRANT|ANALYZE|OPTIMIZE|REPAIR|CHECK|FLUSH|ALTER\s+SEQUENCE)\b",

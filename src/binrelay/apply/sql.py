@@ -337,6 +337,12 @@ class DdlKind:
 # 1061 duplicate key name · 1091 can't drop column/key · 1146 table does not exist (RENAME
 # replayed: only when every target exists, checked by the applier) · 4091 unknown sequence ·
 # 4092 unknown view.  ALTER SEQUENCE sets values, not steps: running it again is harmless.
+#: One part of an account name: quoted (a space, an @ inside) or bare.
+_ACCOUNT_PART = r"""(?:`(?:[^`]|``)*`|'(?:[^'\\]|''|\\.)*'|"(?:[^"\\]|""|\\.)*"|[^\s@'`"]+)"""
+#: A DEFINER clause and the blanks after it (``app@%``, ```app user`@`%```, CURRENT_USER...).
+DEFINER_CLAUSE = (rf"DEFINER\s*=\s*(?:CURRENT_USER(?:\s*\(\s*\))?|"
+                  rf"{_ACCOUNT_PART}(?:\s*@\s*{_ACCOUNT_PART})?)\s+")
+
 _KINDS: tuple[tuple[re.Pattern[str], DdlKind], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), DdlKind(name, frozenset(codes)))
     for pattern, name, codes in (
@@ -345,7 +351,7 @@ _KINDS: tuple[tuple[re.Pattern[str], DdlKind], ...] = tuple(
         (r"CREATE\s+(?:TEMPORARY\s+)?SEQUENCE\b", "create sequence", (1050,)),
         (r"CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\b", "create index", (1061,)),
         (r"CREATE\s+(?:DATABASE|SCHEMA)\b", "create database", (1007,)),
-        (r"CREATE\s+(?:ALGORITHM\s*=\s*\w+\s+)?(?:DEFINER\s*=\s*\S+\s+)?"
+        (rf"CREATE\s+(?:ALGORITHM\s*=\s*\w+\s+)?(?:{DEFINER_CLAUSE})?"
          r"(?:SQL\s+SECURITY\s+\w+\s+)?VIEW\b", "create view", (1050,)),
         (r"DROP\s+(?:TEMPORARY\s+)?TABLES?\b", "drop table", (1051,)),
         (r"DROP\s+VIEW\b", "drop view", (1051, 4092)),
@@ -452,7 +458,7 @@ _ALTER_RENAME = re.compile(
 
 
 _TRIGGER_DDL = re.compile(
-    rf"(CREATE)\s+(?:OR\s+REPLACE\s+)?(?:DEFINER\s*=\s*\S+\s+)?TRIGGER\s+"
+    rf"(CREATE)\s+(?:OR\s+REPLACE\s+)?(?:{DEFINER_CLAUSE})?TRIGGER\s+"
     rf"(?:IF\s+NOT\s+EXISTS\s+)?({_QNAME})|(DROP)\s+TRIGGER\s+(?:IF\s+EXISTS\s+)?({_QNAME})",
     re.IGNORECASE)
 
