@@ -60,6 +60,9 @@ class Change:
     #: A write of a sequence's one row (MariaDB): absent values keep the stored ones, as
     #: ``binlog_row_image=MINIMAL`` logs only what a NEXTVAL changed.
     sequence: bool = False
+    #: The indexes of its text columns (compared by a collation): where a row is found by
+    #: all its columns (no key), their values are matched by their characters too.
+    text: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         # Cheap shape checks only: these run once per row of a catch-up.

@@ -254,14 +254,14 @@ def _match(change: Change, image: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]
     # text value by its collation would match rows that differ (case, trailing spaces even
     # under a _bin collation, every non-BMP character under utf8mb4_general_ci), which a
     # replica tells apart by their bytes: by its characters too (the collation's test kept
-    # for an index to find the candidates).
+    # for an index to find the candidates).  (Not the text of a number or a time.)
     terms: list[str] = []
     params: list[Any] = []
     for i in present:
         column, value = _p(quote_ident(change.columns[i])), image[i]
         terms.append(f"{column} <=> %s")
         params.append(value)
-        if isinstance(value, str):
+        if isinstance(value, str) and i in change.text:
             terms.append(f"CAST(CONVERT({column} USING utf8mb4) AS BINARY)"
                          " <=> CAST(%s AS BINARY)")
             params.append(value)

@@ -51,6 +51,7 @@ from binrelay.apply.plan import (
 from binrelay.apply.positional import complete, nameless
 from binrelay.errors import BinlogFormatError, ChangeError, UnfaithfulApplyError
 from binrelay.position import SubdirName, binlog_sort_key
+from binrelay.rows.coltypes import CHARACTER_TYPES
 from binrelay.rows.decoder import image_decoders
 from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, OP_CODES, row_images
 from binrelay.rows.scanner import row_error
@@ -328,6 +329,7 @@ def table_shape(tm: Any, rules: TableRules, *, by_name: bool = True
     if by_name and not tm.has_names:
         raise nameless(ref)  # (callers complete a nameless map first: positional.complete)
     columns, key = tuple(tm.column_names), tuple(tm.primary_key)
+    text = tuple(i for i, col in enumerate(tm.columns) if col.type in CHARACTER_TYPES)
     convert = image_params(tm)
     keep = rules.writable(ref, columns)
     if keep is not None and len(keep) < len(columns):
@@ -336,6 +338,7 @@ def table_shape(tm: Any, rules: TableRules, *, by_name: bool = True
                               "cannot name its rows without writing it", table=str(ref))
         index = {old: new for new, old in enumerate(keep)}
         columns, key = tuple(columns[i] for i in keep), tuple(index[k] for k in key)
+        text = tuple(index[i] for i in text if i in index)
         full_convert = convert
 
         def convert(image: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
@@ -357,7 +360,7 @@ def table_shape(tm: Any, rules: TableRules, *, by_name: bool = True
     period = rules.period(ref, columns)
     if period is not None:
         key = tuple(k for k in key if k not in period)
-    traits = {"period": period, "sequence": ref in rules.sequences}
+    traits = {"period": period, "sequence": ref in rules.sequences, "text": text}
     return (ref, columns, key), convert, traits
 
 
