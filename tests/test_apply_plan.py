@@ -419,7 +419,7 @@ def test_change_statements() -> None:
 
 @pytest.mark.parametrize("definer", ["", "DEFINER=app@% ", "DEFINER=`app user`@`%` ",
                                      "DEFINER='a b'@'localhost' ", "DEFINER = CURRENT_USER() ",
-                                     "DEFINER=CURRENT_USER "])
+                                     "DEFINER=CURRENT_USER ", 'DEFINER="u\\"@"%" '])
 def test_trigger_ddl_with_any_definer(definer: str) -> None:
     """A trigger is known whatever its definer's spelling (a name with a space, quoted,
     stopped the pattern: the trigger was created downstream, and rows fired it)."""

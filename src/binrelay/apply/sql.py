@@ -332,17 +332,17 @@ class DdlKind:
     done_errors: frozenset[int]
 
 
+#: One part of an account name: quoted (a space, an @ inside) or bare.
+_ACCOUNT_PART = r"""(?:`(?:[^`]|``)*`|'(?:[^'\\]|''|\\.)*'|"(?:[^"]|"")*"|[^\s@'`"]+)"""
+#: A DEFINER clause and the blanks after it (``app@%``, ```app user`@`%```, CURRENT_USER...).
+DEFINER_CLAUSE = (rf"DEFINER\s*=\s*(?:CURRENT_USER(?:\s*\(\s*\))?|"
+                  rf"{_ACCOUNT_PART}(?:\s*@\s*{_ACCOUNT_PART})?)\s+")
+
 # 1007 database exists · 1008 database does not exist · 1050 table exists · 1051 unknown
 # table · 1054 unknown column (CHANGE/RENAME COLUMN replayed) · 1060 duplicate column ·
 # 1061 duplicate key name · 1091 can't drop column/key · 1146 table does not exist (RENAME
 # replayed: only when every target exists, checked by the applier) · 4091 unknown sequence ·
 # 4092 unknown view.  ALTER SEQUENCE sets values, not steps: running it again is harmless.
-#: One part of an account name: quoted (a space, an @ inside) or bare.
-_ACCOUNT_PART = r"""(?:`(?:[^`]|``)*`|'(?:[^'\\]|''|\\.)*'|"(?:[^"\\]|""|\\.)*"|[^\s@'`"]+)"""
-#: A DEFINER clause and the blanks after it (``app@%``, ```app user`@`%```, CURRENT_USER...).
-DEFINER_CLAUSE = (rf"DEFINER\s*=\s*(?:CURRENT_USER(?:\s*\(\s*\))?|"
-                  rf"{_ACCOUNT_PART}(?:\s*@\s*{_ACCOUNT_PART})?)\s+")
-
 _KINDS: tuple[tuple[re.Pattern[str], DdlKind], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), DdlKind(name, frozenset(codes)))
     for pattern, name, codes in (

@@ -120,7 +120,7 @@ class HistoryReplay:
             yield from self._at(after[end])
             st = change_statement(Change(change.table, DELETE, plain.columns, plain.key,
                                          plain.before, None, change.position,
-                                         change.fk_checks))
+                                         change.fk_checks, text=plain.text))
             assert st is not None
             yield st
             return
@@ -164,7 +164,8 @@ def _without_period(change: Change) -> Change:
 
     return Change(change.table, change.op, tuple(change.columns[i] for i in keep),
                   tuple(index[k] for k in change.key if k in index), project(change.before),
-                  project(change.after), change.position, change.fk_checks)
+                  project(change.after), change.position, change.fk_checks,
+                  text=tuple(index[i] for i in change.text if i in index))
 
 
 def _just_after(ended: object) -> str:

@@ -421,8 +421,9 @@ def segment_changes(relay_dir: str, segment: Any, rules: TableRules | None = Non
     """Every change of one relay partition as a :class:`Change` (for ordered replay).
 
     An update that changes the key becomes a delete of the old key and an insert of the new
-    one (positions ``(..., 0)`` and ``(..., 1)``), except in tables linked by foreign keys:
-    there a delete would fire ON DELETE actions where the upstream fired ON UPDATE ones.
+    one (positions ``(..., 0)`` and ``(..., 1)``), except in tables linked by foreign keys
+    (there a delete would fire ON DELETE actions where the upstream fired ON UPDATE ones)
+    and in tables with columns only the downstream has (an insert would reset them).
     ``by_name``: as :func:`table_shape`.
     """
     rules = rules or TableRules()
@@ -435,7 +436,9 @@ def segment_changes(relay_dir: str, segment: Any, rules: TableRules | None = Non
         cached = converters.get(id(table))
         if cached is None or cached[0] is not table:
             (ref, columns, key), convert, traits = table_shape(table, rules, by_name=by_name)
-            split = rules.group_of(ref) is None and traits["period"] is None
+            info = rules.columns_of(ref)
+            split = rules.group_of(ref) is None and traits["period"] is None and \
+                not (info is not None and info.only_here(columns))
             cached = (table, convert, ref, columns, key, split, traits)
             converters[id(table)] = cached
         _t, convert, ref, columns, key, split, traits = cached
