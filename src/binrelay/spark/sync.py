@@ -26,7 +26,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -708,7 +708,8 @@ class SyncPipeline:
             planned, max_bytes = self._plan_for_spark(view, start, end_limit, planned,
                                                       max_bytes, over, key)
         segments = planned[1]
-        if behind is not None and read and not self._wait_for_job(behind):
+        if behind is not None and read and self._spark_reads(segments) and \
+                not self._wait_for_job(behind):
             read = False
         if gate is not None:
             # Until the gate opens; or the run ends (its exit may come while this plan
@@ -754,11 +755,9 @@ class SyncPipeline:
         and it is one for Spark's apply stage."""
         # A session started (``spark_ready``) and not failed: this thread leaves its
         # start, and a failure's report, to the main thread (``spark``).
-        spark = self._spark if self.spark_ready and self._spark_failed is None else None
-        if not read or spark is None or len(segments) < 2 or \
-                any(s.kind != "dml" for s in segments) or \
-                self._on_driver(sum(s.stop - s.start for s in segments)):
+        if not read or not self._spark_reads(segments):
             return None
+        spark = self._spark
         rules = self.rules  # as they stand: _read_stage compares them with those it uses
         started = start_read(spark.sparkContext, str(self.relay_dir), segments,
                              self.sync.tasks, rules)
@@ -769,6 +768,11 @@ class SyncPipeline:
 
     def _job_group(self, batch_id: int) -> str:
         return f"binrelay-{self.name}-{batch_id}"
+
+    def _spark_reads(self, segments: list[Segment]) -> bool:
+        """Whether the batch of ``segments`` has a read stage on Spark (its rows in more
+        than one partition: ``_dml``)."""
+        return len(segments) > 1 and self._spark_rows(segments)
 
     def _spark_rows(self, segments: list[Segment]) -> bool:
         """Whether the batch of ``segments`` is rows that Spark's tasks apply."""
@@ -1129,59 +1133,59 @@ class SyncPipeline:
                                                   lambda: None))
             return self._counted(list(apply_here(alone, relay_dir, iter(segments))))
         sc = self.spark.sparkContext
-        # (The planner waits for the batch's apply job by it: ``_wait_for_job``.)
+        with self._apply_jobs(sc, batch_id):
+            # Two steps: which tables this batch must replay in order is known only from all of
+            # its records, and such a table must be whole in one task, never also upserted by
+            # another.
+            if len(segments) == 1:
+                counts = sc.parallelize(segments, 1).mapPartitions(
+                    lambda segs: apply_alone(alone, relay_dir, segs)).collect()
+                return self._counted(counts)
+            # Records stay keyed by apply task; a Spark task per slot applies its apply tasks
+            # at once (apply_lanes): ``tasks`` connections write, whatever the slots.
+            width = lanes(tasks, sc.defaultParallelism)
+            source, shuffled = self._read_stage(segments, tasks, rules)
+            # One job when no table can need replaying in order (each task sees that from every
+            # partition's flags and applies at once); otherwise the first job only finds the
+            # ordered tables and a second one applies.  The second reuses the first's shuffle
+            # files: the partitions are not decoded again.
+            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks, rules=rules)
+            first = shuffled.mapPartitions(
+                lambda items: apply_lanes(apply_if_simple, ctx, items)).collect()
+            if all(kind == "applied" for kind, _r, _k in first):
+                return self._counted([ops for _kind, ops, _k in first])
+            ordered, redo = to_replay((reasons, tables) for _kind, reasons, tables in first)
+            routed = shuffled
+            if redo:
+                log.info("replaying tables in relay order", extra={
+                    "batch": batch_id, "tables": ", ".join(map(str, sorted(redo))),
+                    "reasons": "; ".join(sorted(set(redo.values())))})
+                rest = shuffled.mapPartitions(lambda items: kept(items, redo))
+                again = source.mapPartitions(task_errors(
+                    lambda segs: packed(pair for seg in segs
+                                        for pair in raw_records(relay_dir, seg, tasks, redo,
+                                                                rules))))
+                routed = rest.union(again).partitionBy(width, identity)
+            ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
+                              frozenset(ordered), rules)
+            counts = routed.mapPartitions(
+                lambda items: apply_lanes(apply_task, ctx, items)).collect()
+            return self._counted(counts)
+
+    @contextlib.contextmanager
+    def _apply_jobs(self, sc: Any, batch_id: int) -> Iterator[None]:
+        """The batch's Spark jobs in its job group, by which the planner sees its apply job
+        submitted (``_wait_for_job``); this thread's later jobs in none, and the keep-warm
+        thread (which sees only jobs of no group) told."""
         sc.setJobGroup(self._job_group(batch_id), "apply")
         try:
-            return self._spark_dml(sc, segments, batch_id, alone)
+            yield
         finally:
-            for key in _JOB_GROUP_KEYS:  # this thread's later jobs in no group
+            for key in _JOB_GROUP_KEYS:
                 sc.setLocalProperty(key, None)
             with self._keeper_lock:
                 if self._keeper is not None:
                     self._keeper.used()
-
-    def _spark_dml(self, sc: Any, segments: list[Segment], batch_id: int,
-                   alone: TaskContext) -> dict[str, int]:
-        tasks = self.sync.tasks
-        relay_dir = str(self.relay_dir)
-        rules = self.rules
-        # Two steps: which tables this batch must replay in order is known only from all of
-        # its records, and such a table must be whole in one task, never also upserted by
-        # another.
-        if len(segments) == 1:
-            counts = sc.parallelize(segments, 1).mapPartitions(
-                lambda segs: apply_alone(alone, relay_dir, segs)).collect()
-            return self._counted(counts)
-        # Records stay keyed by apply task; a Spark task per slot applies its apply tasks
-        # at once (apply_lanes): ``tasks`` connections write, whatever the slots.
-        width = lanes(tasks, sc.defaultParallelism)
-        source, shuffled = self._read_stage(segments, tasks, rules)
-        # One job when no table can need replaying in order (each task sees that from every
-        # partition's flags and applies at once); otherwise the first job only finds the
-        # ordered tables and a second one applies.  The second reuses the first's shuffle
-        # files: the partitions are not decoded again.
-        ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks, rules=rules)
-        first = shuffled.mapPartitions(
-            lambda items: apply_lanes(apply_if_simple, ctx, items)).collect()
-        if all(kind == "applied" for kind, _r, _k in first):
-            return self._counted([ops for _kind, ops, _k in first])
-        ordered, redo = to_replay((reasons, tables) for _kind, reasons, tables in first)
-        routed = shuffled
-        if redo:
-            log.info("replaying tables in relay order", extra={
-                "batch": batch_id, "tables": ", ".join(map(str, sorted(redo))),
-                "reasons": "; ".join(sorted(set(redo.values())))})
-            rest = shuffled.mapPartitions(lambda items: kept(items, redo))
-            again = source.mapPartitions(task_errors(
-                lambda segs: packed(pair for seg in segs
-                                    for pair in raw_records(relay_dir, seg, tasks, redo,
-                                                            rules))))
-            routed = rest.union(again).partitionBy(width, identity)
-        ctx = TaskContext(self.downstream, self.name, batch_id, self.store, tasks,
-                          frozenset(ordered), rules)
-        counts = routed.mapPartitions(
-            lambda items: apply_lanes(apply_task, ctx, items)).collect()
-        return self._counted(counts)
 
     def _on_driver(self, size: int) -> bool:
         """Whether this process applies a batch of rows of ``size`` relay bytes itself, as
