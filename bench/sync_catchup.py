@@ -260,13 +260,18 @@ def binlog_after(server: MariaDBServer, start: tuple[str, int]) -> int:
     return total
 
 
+def _sysbench_extra(args: argparse.Namespace) -> tuple[str, ...]:
+    return ("--auto_inc=off",) if args.no_auto_inc else ()
+
+
 def run_workload(server: MariaDBServer, start: tuple[str, int], target: int, *,
-                 table_size: int = TABLE_SIZE, seconds: float | None = None) -> Workload:
+                 table_size: int = TABLE_SIZE, seconds: float | None = None,
+                 extra: tuple[str, ...] = ()) -> Workload:
     """sysbench runs until the binlog after ``start`` holds ``target`` bytes (the loop of
     ``bench.relay_throughput.generate``, without its prepare), or for ``seconds``."""
     if seconds:
         result = sysbench_run(server, tables=TABLES, table_size=table_size, threads=THREADS,
-                              time=seconds)
+                              time=seconds, extra=extra)
         m = re.search(r"transactions:\s+(\d+)", result.stdout)
         if not m or not int(m[1]):
             raise BenchError(f"no transactions in sysbench's output:\n{result.stdout[-2000:]}")
@@ -280,7 +285,7 @@ def run_workload(server: MariaDBServer, start: tuple[str, int], target: int, *,
     while size < target:
         t0 = time.monotonic()
         result = sysbench_run(server, tables=TABLES, table_size=table_size, threads=THREADS,
-                              time=None if events else 10, events=events)
+                              time=None if events else 10, events=events, extra=extra)
         elapsed = time.monotonic() - t0
         run_seconds += elapsed
         m = re.search(r"transactions:\s+(\d+)", result.stdout)
@@ -699,7 +704,8 @@ def report(args: argparse.Namespace, facts: dict[str, str], work: Workload,
            f"{' --warm' if args.warm else ''}{' --physical' if args.physical else ''}"
            f"{f' --table-size {args.table_size}' if args.table_size != TABLE_SIZE else ''}"
            f"{f' --row-metadata {args.row_metadata}' if args.row_metadata != 'FULL' else ''}"
-           f"{' --unique-key' if args.unique_key else ''}")
+           f"{' --unique-key' if args.unique_key else ''}"
+           f"{' --no-auto-inc' if args.no_auto_inc else ''}")
     prepared = (f"prepared **after** the starting point `{start[0]}:{start[1]}` (the range"
                 f" holds CREATE DATABASE/TABLE, the bulk inserts and CREATE INDEX; the"
                 f" downstreams start empty)" if args.from_prepare else
@@ -709,7 +715,9 @@ def report(args: argparse.Namespace, facts: dict[str, str], work: Workload,
                 if args.row_metadata != "FULL" else "") + (
                 "; each table has a second unique key, `UNIQUE (pad)` (added after the"
                 " prepare, in range: the sync writes each table's rows by INSERT after their"
-                " keys' deletes, one task per table)" if args.unique_key else "")
+                " keys' deletes, one task per table)" if args.unique_key else "") + (
+                "; the tables' keys are not AUTO_INCREMENT (sysbench `--auto_inc=off`: the"
+                " sync loads their rows by LOAD DATA LOCAL)" if args.no_auto_inc else "")
     table_rows: list[list[object]] = []
     for label in labels:
         mine = [r for r in runs if r.label == label]
@@ -767,7 +775,8 @@ def report(args: argparse.Namespace, facts: dict[str, str], work: Workload,
               " starting point")
     rows_by = ("" if args.row_metadata == "FULL" else (
         f", upstream at binlog_row_metadata = {args.row_metadata} (rows applied by position)"))\
-        + (", tables with a second unique key" if args.unique_key else "")
+        + (", tables with a second unique key" if args.unique_key else "")\
+        + (", keys not AUTO_INCREMENT" if args.no_auto_inc else "")
     return f"""\
 ## Sync catch-up: `binrelay sync --until-caught-up` vs. a native MariaDB replica{rows_by}
 
@@ -860,6 +869,9 @@ def main(argv: list[str] | None = None) -> int:
                         default="FULL",
                         help="the upstream's binlog_row_metadata (default FULL; NO_LOG is"
                              " MariaDB's own default: the sync applies rows by position)")
+    parser.add_argument("--no-auto-inc", action="store_true",
+                        help="sysbench --auto_inc=off: keys the client gives, no AUTO_INCREMENT"
+                             " (the sync loads such tables' rows by LOAD DATA LOCAL)")
     parser.add_argument("--unique-key", action="store_true",
                         help="give each table a second unique key, UNIQUE (pad), after the"
                              " prepare (the sync then writes a table's rows from one task)")
@@ -890,7 +902,8 @@ def main(argv: list[str] | None = None) -> int:
             # the downstreams start empty.
             start = settled_master_status(upstream)
         log(f"sysbench prepare: {TABLES} tables x {args.table_size} rows")
-        sysbench_prepare(upstream, tables=TABLES, table_size=args.table_size, threads=THREADS)
+        sysbench_prepare(upstream, tables=TABLES, table_size=args.table_size, threads=THREADS,
+                         extra=_sysbench_extra(args))
         if args.unique_key:
             # A user's table with a unique column besides its key (an e-mail address...);
             # sysbench's pad values are random, unique in practice.
@@ -902,7 +915,7 @@ def main(argv: list[str] | None = None) -> int:
             dump_sbtest(upstream, dump)
             log(f"starting point {start}; dump {dump.stat().st_size / MB:.1f} MB")
         work = run_workload(upstream, start, int(args.mib * MIB), table_size=args.table_size,
-                            seconds=args.seconds)
+                            seconds=args.seconds, extra=_sysbench_extra(args))
         end = settled_master_status(upstream)
         after_bytes = binlog_after(upstream, start)
         want = sbtest_checksums(upstream)

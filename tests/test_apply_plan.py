@@ -379,6 +379,59 @@ def test_rows_rendered_in_c_as_the_specification_does(
     assert start < end <= min(len(rows), start + max_rows)
 
 
+def _outcome(render: Any, *args: Any) -> Any:
+    try:
+        return render(*args)
+    except Exception as exc:  # (both must fail alike)
+        return type(exc)
+
+
+@given(st.lists(st.lists(_ROW_VALUES, min_size=1, max_size=4).map(tuple), min_size=1,
+                max_size=8),
+       st.data(), st.integers(1, 5), st.integers(-5, 160))
+def test_load_lines_rendered_in_c_as_the_specification_does(
+        rows: list[tuple[Any, ...]], data: Any, max_rows: int, max_bytes: int) -> None:
+    """``_speedups.render_tsv`` (C) against ``render_tsv_python``: the same rows taken and
+    bytes made, the same refusals (None: a value not of its column's kind, a row of another
+    width, a first row over the bound) and errors."""
+    from binrelay.apply import sql
+
+    assert sql.render_tsv_c is not None, "binrelay._speedups was not built"
+    start = data.draw(st.integers(0, len(rows) - 1))
+    width = data.draw(st.sampled_from([len(rows[start]), len(rows[start]) + 1]))
+    kinds = "".join(data.draw(st.lists(st.sampled_from("insb"), min_size=width,
+                                       max_size=width)))
+    args = (rows, start, max_rows, max_bytes, kinds)
+    expected = _outcome(sql.render_tsv_python, *args)
+    assert _outcome(sql.render_tsv_c, *args) == expected
+    if isinstance(expected, tuple):
+        end, lines = expected
+        assert start < end <= min(len(rows), start + max_rows)
+        assert lines.count(b"\n") == end - start
+
+
+def test_load_lines_are_what_load_data_reads() -> None:
+    """Fields escaped as LOAD DATA's default ESCAPED BY reads them: NULL as \\N, the
+    escape, tab, newline, NUL and CR escaped, every other byte as it is."""
+    from binrelay.apply import sql
+
+    assert sql.render_tsv_c is not None, "binrelay._speedups was not built"
+    rows = [(7, "a\tb\\N\n\x00\r'\"é", b"\xff\t", Decimal("-1.50"), None, True),
+            (2**70, "\\N", "x", 0, "NULL", False)]
+    want = (b"7\ta\\tb\\\\N\\n\\0\\r'\"\xc3\xa9\t\xff\\t\t-1.50\t\\N\t1\n"
+            b"1180591620717411303424\t\\\\N\tx\t0\tNULL\t0\n")
+    for render in (sql.render_tsv_python, sql.render_tsv_c):
+        assert render(rows, 0, 10, 1000, "isbnsi") == (2, want)
+        assert render(rows, 0, 1, 1000, "isbnsi") == (1, want[:want.index(b"\n") + 1])
+        assert render(rows, 0, 10, 60, "isbnsi") == (1, want[:want.index(b"\n") + 1])
+        assert render(rows, 0, 10, 10, "isbnsi") is None  # the first row alone is over
+        assert render(rows, 0, 10, 1000, "ssbnsi") is None  # an int for a text column
+        assert render(rows, 0, 10, 1000, "iibnsi") is None  # text for an integer column
+        assert render(rows, 0, 10, 1000, "isbisi") is None  # a DECIMAL for an integer one
+        assert render([(Decimal("NaN"),)], 0, 10, 100, "n") is None
+        assert render([(1, 2)], 0, 10, 100, "i") is None  # another width
+
+
 def test_rows_rendered_in_c_refuse_what_the_specification_refuses() -> None:
     from binrelay.apply import sql
 

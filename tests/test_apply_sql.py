@@ -1,9 +1,13 @@
-"""Statements against a real MariaDB: hostile identifiers, values, and DDL replayed."""
+"""Statements against a real MariaDB: hostile identifiers, values, DDL replayed, and survivors
+loaded by LOAD DATA LOCAL (what REPLACE writes, or REPLACE's result where a load's cannot be
+taken)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +26,10 @@ from binrelay.apply import (
     create_checkpoint_table,
     plan_batch,
 )
+from binrelay.apply.applier import load_kinds, part_statements
+from binrelay.apply.catalog import read_rules
 from binrelay.apply.sql import quote_ident, quote_table
-from binrelay.errors import DownstreamDdlError
+from binrelay.errors import ApplyError, DownstreamDdlError, UnfaithfulApplyError
 from binrelay.testing.sandbox import MariaDBServer, ServerFactory
 
 
@@ -220,3 +226,198 @@ def test_ddl_not_a_replay_is_strict(conn: Any, server: MariaDBServer) -> None:
     assert apply_ddl(conn, "ddl3", "CREATE TABLE t (a INT)", replay=False).applied
     with pytest.raises(DownstreamDdlError, match="already exists"):
         apply_ddl(conn, "ddl3", "CREATE TABLE t (a INT)", replay=False)
+
+
+# ---- survivors loaded (LOAD DATA LOCAL) --------------------------------------------------------
+
+
+_COLUMNS = (
+    "id BIGINT UNSIGNED NOT NULL PRIMARY KEY, i INT, ti TINYINT UNSIGNED, dec1 DECIMAL(40,12),"
+    " f FLOAT, d DOUBLE, c CHAR(12), v VARCHAR(40) CHARACTER SET latin1, t TEXT,"
+    " u VARCHAR(20) COLLATE utf8mb4_bin, bn BINARY(4), vb VARBINARY(20), bl BLOB, dt DATE,"
+    " dtt DATETIME(6), ts TIMESTAMP(3) NULL, tm TIME(2), g INT AS (i + 1) VIRTUAL")
+_NAMES = ("id", "i", "ti", "dec1", "f", "d", "c", "v", "t", "u", "bn", "vb", "bl", "dt",
+          "dtt", "ts", "tm")
+
+
+def _rows(salt: int) -> list[tuple[Any, ...]]:
+    """Values a load could read otherwise than a statement: every escape, text spelling a
+    NULL, the ends of the ranges, zero and invalid dates (the session allows them)."""
+    hostile = "tab\t nl\n cr\r nul\x00 bs\\ \\N q' dq\" é 🙂"
+    return [
+        (1, salt, 255, Decimal("-1234567890123456789012345678.123456789012"), "1.5e-07",
+         "-1.7976931348623157e308", "  lead", "café", hostile, "\\N", b"\x00\t\n\\",
+         bytes(range(256))[:20], bytes(range(256)) * 3, "0000-00-00", "2024-02-31 23:59:59.5",
+         "1970-01-01 00:00:01.000", "-838:59:59.99"),
+        (2, -(2**31), 0, Decimal("0"), "0", "3.14", "", "", "", "NULL", b"", b"", b"",
+         "2024-02-00", "0000-00-00 00:00:00.000000", "2038-01-19 03:14:07.999", "00:00:00.00"),
+        (2**64 - 1, None, None, None, None, None, None, None, None, None, None, None, None,
+         None, None, None, None),
+        (4 + salt, 2**31 - 2, 7, Decimal("1E-12"), "-0", "1e300", "x" * 12, "ÿ" * 40,
+         "\\\\\\t", "\t", b"\xff\xfe\xfd\xfc", b"\\N", b"\r\n", "9999-12-31",
+         "9999-12-31 23:59:59.999999", None, "838:59:59"),
+    ]
+
+
+def _write(conn: Any, table: TableRef, rows: list[tuple[Any, ...]], *, loads: bool,
+           at: int) -> None:
+    changes = [Change(table, INSERT, _NAMES, (0,), None, row, (at, i))
+               for i, row in enumerate(rows)]
+    rules = read_rules(conn) if loads else None
+    for part in plan_batch(changes).parts(1):
+        apply_plan_part(conn, part, rules=rules)
+
+
+def _loads(conn: Any) -> int:
+    with conn.cursor() as cur:
+        cur.execute("SHOW SESSION STATUS LIKE 'Com_load'")
+        return int(cur.fetchone()[1])
+
+
+def _content(conn: Any, table: str) -> tuple[Any, ...]:
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM load_db.{table} ORDER BY id")
+        rows = cur.fetchall()
+        cur.execute(f"CHECKSUM TABLE load_db.{table}")
+        (_, checksum), = cur.fetchall()
+    conn.commit()
+    return rows, checksum
+
+
+def test_a_load_writes_what_replace_writes(conn: Any) -> None:
+    """The same survivors, loaded into one table and written by REPLACE into its twin,
+    first into empty tables, then over their rows: equal row for row, and by checksum."""
+    apply_ddl(conn, None, "CREATE DATABASE load_db CHARACTER SET utf8mb4")
+    for name in ("loaded", "replaced"):
+        apply_ddl(conn, "load_db", f"CREATE TABLE {name} ({_COLUMNS})")
+    loaded, replaced = TableRef("load_db", "loaded"), TableRef("load_db", "replaced")
+    before = _loads(conn)
+    for at, salt in enumerate((1, 2)):
+        _write(conn, loaded, _rows(salt), loads=True, at=at)
+        _write(conn, replaced, _rows(salt), loads=False, at=at)
+    assert _loads(conn) == before + 2, "the survivors were not loaded"
+    got, checksum = _content(conn, "loaded")
+    assert len(got) == 5
+    assert (got, checksum) == _content(conn, "replaced")
+
+
+def test_only_the_types_a_load_reads_alike(conn: Any) -> None:
+    """YEAR ('0' loads as 2000), BIT, ENUM, SET and JSON-like types go by REPLACE; so do
+    rows whose values are not of their column's kind (bytes for a text column)."""
+    apply_ddl(conn, None, "CREATE DATABASE IF NOT EXISTS load_db CHARACTER SET utf8mb4")
+    apply_ddl(conn, "load_db", "CREATE TABLE kinds (id INT PRIMARY KEY, y YEAR, b BIT(3),"
+                               " e ENUM('a'), s SET('a'), v VARCHAR(5), bl BLOB,"
+                               " u INET6)")
+    rules = read_rules(conn)
+    kinds_of = load_kinds(rules)
+    table = TableRef("load_db", "kinds")
+    # (In upper case where NULL is not taken: a load stores a NOT NULL column's default.)
+    assert kinds_of(table, ("id", "v", "bl")) == "Isb"
+    for other in ("y", "b", "e", "s", "u", "missing"):
+        assert kinds_of(table, ("id", other)) is None
+    # Not a table whose rollback would leave the load (MyISAM), nor one with an
+    # AUTO_INCREMENT column while a load holds its AUTO-INC lock to its end.
+    apply_ddl(conn, "load_db", "CREATE TABLE myisam (id INT PRIMARY KEY) ENGINE=MyISAM")
+    apply_ddl(conn, "load_db", "CREATE TABLE counted (id INT AUTO_INCREMENT PRIMARY KEY)")
+    rules = read_rules(conn)
+    assert load_kinds(rules)(TableRef("load_db", "myisam"), ("id",)) is None
+    assert load_kinds(rules)(TableRef("load_db", "counted"), ("id",)) is None
+    interleaved = dataclasses.replace(rules, autoinc_interleaved=True)
+    assert load_kinds(interleaved)(TableRef("load_db", "counted"), ("id",)) == "I"
+    # Not when the server makes the values (it reserves them in blocks for a load).
+    apply_ddl(conn, "load_db", "CREATE TABLE made (k INT PRIMARY KEY, id INT AUTO_INCREMENT,"
+                               " UNIQUE KEY (id))")
+    made = TableRef("load_db", "made")
+    assert load_kinds(dataclasses.replace(read_rules(conn), autoinc_interleaved=True))(
+        made, ("k",)) is None
+    plan = plan_batch([Change(table, INSERT, ("id", "v"), (0,), None, (i, v), (1, i))
+                       for i, v in enumerate(("a", b"\xff"))])
+    [part] = plan.parts(1)
+    assert [st.sql.split()[0] for st in part_statements(part, rules=rules)] == ["REPLACE"]
+    plan = plan_batch([Change(table, INSERT, ("id", "v"), (0,), None, (i, v), (1, i))
+                       for i, v in enumerate(("a", "b"))])
+    [part] = plan.parts(1)
+    assert [st.sql.split()[0] for st in part_statements(part, rules=rules)] == ["LOAD"]
+    apply_ddl(conn, "load_db", "CREATE TABLE stamped (id INT PRIMARY KEY, ts TIMESTAMP NOT"
+                               " NULL DEFAULT CURRENT_TIMESTAMP)")
+    plan = plan_batch([Change(TableRef("load_db", "stamped"), INSERT, ("id", "ts"), (0,), None,
+                              (1, None), (1, 0))])
+    [part] = plan.parts(1)
+    assert [st.sql.split()[0] for st in part_statements(part, rules=read_rules(conn))] == \
+        ["REPLACE"]
+
+
+def test_a_load_with_warnings_is_written_by_replace(conn: Any) -> None:
+    """LOCAL makes warnings of errors: a row a trigger refuses would be skipped, a value too
+    long cut.  Such a load is rolled back and its rows written by REPLACE, which stops
+    as before; nothing of the part stays."""
+    apply_ddl(conn, None, "CREATE DATABASE IF NOT EXISTS load_db CHARACTER SET utf8mb4")
+    apply_ddl(conn, "load_db", "CREATE TABLE guarded (id INT PRIMARY KEY, v VARCHAR(3))")
+    apply_ddl(conn, "load_db", "CREATE TRIGGER no_bad BEFORE INSERT ON guarded FOR EACH ROW"
+                               " BEGIN IF NEW.v = 'bad' THEN SIGNAL SQLSTATE '45000'"
+                               " SET MESSAGE_TEXT = 'refused'; END IF; END")
+    table = TableRef("load_db", "guarded")
+    rules = read_rules(conn)
+
+    def part(values: list[str]) -> Any:
+        [p] = plan_batch([Change(table, INSERT, ("id", "v"), (0,), None, (i, v), (1, i))
+                          for i, v in enumerate(values)]).parts(1)
+        return p
+
+    with pytest.raises(ApplyError, match="refused"):
+        apply_plan_part(conn, part(["ok", "bad", "ok"]), rules=rules)
+    with pytest.raises(UnfaithfulApplyError, match="changed a value"):
+        apply_plan_part(conn, part(["ok", "toolong"]), rules=rules)
+    assert _content(conn, "guarded")[0] == ()
+    # A table whose load was not taken is written by REPLACE on that connection from then on.
+    assert table in conn.refused_loads and not conn.loads_refused
+    before = _loads(conn)
+    apply_plan_part(conn, part(["ok", "ok2"]), rules=rules)
+    assert _content(conn, "guarded")[0] == ((0, "ok"), (1, "ok2"))
+    assert _loads(conn) == before
+
+
+def test_a_downstream_without_local_infile_gets_replace(conn: Any, server: MariaDBServer
+                                                         ) -> None:
+    apply_ddl(conn, None, "CREATE DATABASE IF NOT EXISTS load_db CHARACTER SET utf8mb4")
+    apply_ddl(conn, "load_db", "CREATE TABLE plain (id INT PRIMARY KEY, v VARCHAR(9))")
+    table = TableRef("load_db", "plain")
+    rules = read_rules(conn)
+    [part] = plan_batch([Change(table, INSERT, ("id", "v"), (0,), None, (i, "v"), (1, i))
+                         for i in range(3)]).parts(1)
+    with conn.cursor() as cur:
+        cur.execute("SET GLOBAL local_infile = 0")
+    try:
+        apply_plan_part(conn, part, rules=rules)
+        assert conn.loads_refused
+        before = _loads(conn)
+        apply_plan_part(conn, part, rules=rules)
+        assert _loads(conn) == before  # not tried again on this connection
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL local_infile = 1")
+    assert _content(conn, "plain")[0] == ((0, "v"), (1, "v"), (2, "v"))
+
+
+def test_a_load_is_read_whatever_the_servers_language(server: MariaDBServer) -> None:
+    """The load's result line is read in English, whatever the server's lc_messages."""
+    admin = Downstream(server.host, server.port).connect()
+    try:
+        apply_ddl(admin, None, "CREATE DATABASE IF NOT EXISTS load_db CHARACTER SET utf8mb4")
+        apply_ddl(admin, "load_db", "CREATE TABLE spoken (id INT PRIMARY KEY, v VARCHAR(9))")
+        with admin.cursor() as cur:
+            cur.execute("SET GLOBAL lc_messages = 'de_DE'")
+        conn = Downstream(server.host, server.port).connect()
+        try:
+            table = TableRef("load_db", "spoken")
+            [part] = plan_batch([Change(table, INSERT, ("id", "v"), (0,), None, (i, "v"),
+                                        (1, i)) for i in range(3)]).parts(1)
+            before = _loads(conn)
+            apply_plan_part(conn, part, rules=read_rules(conn))
+            assert _loads(conn) == before + 1 and not conn.refused_loads
+        finally:
+            conn.close()
+    finally:
+        with admin.cursor() as cur:
+            cur.execute("SET GLOBAL lc_messages = DEFAULT")
+        admin.close()

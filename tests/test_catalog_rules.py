@@ -116,7 +116,8 @@ def test_the_narrow_read_after_each_ddl_equals_a_full_read(mariadb, positional: 
             (DownstreamColumn("a", "int", column_type="int(11)", precision=10, scale=0,
                               nullable=False),
              DownstreamColumn("b", "int", column_type="int(11)", precision=10, scale=0,
-                              generated=True)), (0,), (0,), unique=(frozenset({"a"}),))
+                              generated=True)), (0,), (0,), unique=(frozenset({"a"}),),
+            innodb=True)
         # An implicit period's columns, invisible to the catalog, follow the others.
         assert [c.name for c in rules.columns[TableRef("s1", "select")].columns] == \
             ["a", "b", "row_start", "row_end"]

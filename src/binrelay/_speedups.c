@@ -14,6 +14,8 @@
  * And the keyed apply path's multi-row statements (render_rows; apply/sql.py's
  * render_rows_python is its specification): row values as SQL literals.
  *
+ * And the same rows as LOAD DATA lines (render_tsv; render_tsv_python is its specification).
+ *
  * And dump --json's row lines (json_rows; rows/jsondump.py is its specification): the JSON
  * text of a rows event's images for the common column types, without a Python object per
  * value.
@@ -1532,13 +1534,9 @@ static int put_number(jbuf *b, PyObject *text, PyObject *v)
     return rc;
 }
 
-/* 0, or -1 with an exception set; *ascii cleared when a byte >= 0x80 went out. */
-static int put_sql_value(jbuf *b, PyObject *v, int *ascii)
+/* A bool or an int as its digits: 0, -1 with an exception set, or 1 (not one of them). */
+static int put_integer(jbuf *b, PyObject *v)
 {
-    if (v == Py_None) {
-        JB_LIT(b, "NULL");
-        return 0;
-    }
     if (v == Py_True || v == Py_False) {
         JB_PUT(b, v == Py_True ? "1" : "0", 1);
         return 0;
@@ -1556,6 +1554,19 @@ static int put_sql_value(jbuf *b, PyObject *v, int *ascii)
         }
         return put_number(b, PyObject_Str(v), v);
     }
+    return 1;
+}
+
+/* 0, or -1 with an exception set; *ascii cleared when a byte >= 0x80 went out. */
+static int put_sql_value(jbuf *b, PyObject *v, int *ascii)
+{
+    if (v == Py_None) {
+        JB_LIT(b, "NULL");
+        return 0;
+    }
+    int done = put_integer(b, v);
+    if (done != 1)
+        return done;
     if (PyUnicode_CheckExact(v)) {
         PyObject *encoded = NULL;
         const unsigned char *s;
@@ -1680,6 +1691,141 @@ static PyObject *render_rows(PyObject *self, PyObject *args)
     return Py_BuildValue("(nN)", i, text);
 }
 
+/* --- LOAD DATA rows (render_tsv; apply/sql.py's render_tsv_python is its specification) --- */
+
+static const unsigned char tsv_escape[256] = {
+    [0] = '0', ['\t'] = 't', ['\n'] = 'n', ['\r'] = 'r', ['\\'] = '\\',
+};
+
+static int put_tsv_text(jbuf *b, const unsigned char *s, Py_ssize_t n)
+{
+    if (jb_reserve(b, 2 * (size_t)n))
+        return -1;
+    char *o = b->p + b->len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i], e = tsv_escape[c];
+        if (e) {
+            *o++ = '\\';
+            *o++ = (char)e;
+        } else {
+            *o++ = (char)c;
+        }
+    }
+    b->len = (size_t)(o - b->p);
+    return 0;
+}
+
+#define TSV_UNFIT 1 /* status: the value is not what its column's kind takes */
+
+/* One value as a LOAD DATA field for a column of `kind` ('i' integer, 'n' DECIMAL, 's' text
+   read by the column's type, 'b' binary string; in upper case: NULL not taken).  0,
+   TSV_UNFIT, or -1 with an exception. */
+static int put_tsv_value(jbuf *b, PyObject *v, char kind)
+{
+    if (v == Py_None) {
+        if (kind >= 'A' && kind <= 'Z')
+            return TSV_UNFIT;
+        JB_LIT(b, "\\N");
+        return 0;
+    }
+    if (kind >= 'A' && kind <= 'Z')
+        kind = (char)(kind - 'A' + 'a');
+    if (kind == 'i' || kind == 'n') {
+        int done = put_integer(b, v);
+        if (done != 1)
+            return done;
+        if (kind == 'i')
+            return TSV_UNFIT;
+        int is_decimal = decimal_check(v);
+        if (is_decimal <= 0)
+            return is_decimal < 0 ? -1 : TSV_UNFIT;
+        if (put_number(b, PyObject_Format(v, decimal_spec), v) == 0)
+            return 0;
+        if (!PyErr_ExceptionMatches(PyExc_TypeError))
+            return -1;
+        PyErr_Clear(); /* not finite */
+        return TSV_UNFIT;
+    }
+    if (PyUnicode_CheckExact(v) && (kind == 's' || kind == 'b')) {
+        if (PyUnicode_IS_ASCII(v))
+            return put_tsv_text(b, PyUnicode_DATA(v), PyUnicode_GET_LENGTH(v));
+        PyObject *encoded = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
+        if (encoded == NULL)
+            return -1;
+        int rc = put_tsv_text(b, (const unsigned char *)PyBytes_AS_STRING(encoded),
+                              PyBytes_GET_SIZE(encoded));
+        Py_DECREF(encoded);
+        return rc;
+    }
+    if (kind == 'b' && PyBytes_CheckExact(v))
+        return put_tsv_text(b, (const unsigned char *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+    if (kind == 'b' && PyByteArray_CheckExact(v))
+        return put_tsv_text(b, (const unsigned char *)PyByteArray_AS_STRING(v),
+                            PyByteArray_GET_SIZE(v));
+    return TSV_UNFIT;
+}
+
+static PyObject *render_tsv(PyObject *self, PyObject *args)
+{
+    PyObject *rows;
+    Py_ssize_t start, max_rows, max_bytes, width;
+    const char *kinds;
+    if (!PyArg_ParseTuple(args, "O!nnns#", &PyList_Type, &rows, &start, &max_rows, &max_bytes,
+                          &kinds, &width))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(rows);
+    if (start < 0 || start > count) {
+        PyErr_SetString(PyExc_IndexError, "render_tsv: start out of range");
+        return NULL;
+    }
+    /* A buffer of its own: apply threads call this concurrently (the GIL is held
+       throughout, but a codec could in principle let another thread in). */
+    jbuf b = {NULL, 0, 0};
+    int status = 0;
+    Py_ssize_t i = start;
+    for (; i < count; i++) {
+        if (i > start && i - start >= max_rows)
+            break;
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != width) {
+            status = TSV_UNFIT;
+            break;
+        }
+        size_t mark = b.len;
+        for (Py_ssize_t j = 0; j < width && status == 0; j++) {
+            if (j && jb_reserve(&b, 1) == 0)
+                b.p[b.len++] = '\t';
+            else if (j)
+                status = -1;
+            if (status == 0)
+                status = put_tsv_value(&b, PyTuple_GET_ITEM(row, j), kinds[j]);
+        }
+        if (status == 0 && jb_reserve(&b, 1) == 0)
+            b.p[b.len++] = '\n';
+        else if (status == 0)
+            status = -1;
+        if (status != 0)
+            break;
+        if (b.len > (size_t)(max_bytes < 0 ? 0 : max_bytes)) {
+            if (i == start)
+                status = TSV_UNFIT; /* a row bigger than a statement's bound */
+            else
+                b.len = mark; /* the next statement's first row */
+            break;
+        }
+    }
+    PyObject *out = NULL;
+    if (status == 0) {
+        PyObject *data = PyBytes_FromStringAndSize(b.p ? b.p : "", (Py_ssize_t)b.len);
+        if (data != NULL)
+            out = Py_BuildValue("(nN)", i, data);
+    } else if (status == TSV_UNFIT) {
+        out = Py_NewRef(Py_None);
+    }
+    free(b.p);
+    return out;
+}
+
 static PyObject *py_crc32(PyObject *self, PyObject *args)
 {
     Py_buffer data;
@@ -1703,6 +1849,8 @@ static PyMethodDef methods[] = {
      "The read tasks' compaction loop (spark/compact.py's fold_images_python)."},
     {"render_rows", render_rows, METH_VARARGS,
      "Rows as SQL literals for a multi-row statement (apply/sql.py's render_rows_python)."},
+    {"render_tsv", render_tsv, METH_VARARGS,
+     "Rows as LOAD DATA lines, or None (apply/sql.py's render_tsv_python)."},
     {"json_rows", (PyCFunction)(void (*)(void))json_rows, METH_FASTCALL,
      "The JSON lines of one rows event's rows (rows/jsondump.py)."},
     {NULL, NULL, 0, NULL},

@@ -52,6 +52,10 @@ class Connection(pymysql.connections.Connection):
     ``local_infile=True``)."""
 
     _offered: dict[bytes, bytes | bytearray | IO[bytes]] | None = None
+    #: The server refused a LOAD DATA LOCAL: the applier writes rows by REPLACE on it;
+    #: the tables whose loads it did not take (``applier._check_load``), the same.
+    loads_refused = False
+    refused_loads: frozenset[Any] = frozenset()
 
     def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
         if isinstance(sslp, dict) and not sslp:

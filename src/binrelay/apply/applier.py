@@ -11,14 +11,16 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
 
 import pymysql
 
+from binrelay.apply.catalog import TableRules
 from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.checkpoint import CheckpointUpdate, TaskLedger, advance_in_transaction
 from binrelay.apply.downstream import (
+    LOCAL_REFUSED,
     PACKET_TOO_LARGE,
     RETRY_ERRORS,
     ROW_ERRORS,
@@ -28,10 +30,12 @@ from binrelay.apply.downstream import (
 )
 from binrelay.apply.plan import FK_LINKED, Delete, KeyedOp, PlanPart, Survivors, Upsert
 from binrelay.apply.sql import (
+    LOAD_NAME,
     MAX_STATEMENT_BYTES,
     MAX_STATEMENT_ROWS,
     Statement,
     delete_keys,
+    load_rows,
     replace_rows,
     value_size,
 )
@@ -93,11 +97,19 @@ def run_statement(cur: Any, st: Statement, singles: Callable[[], Iterable[Statem
     first = st.positions[0] if st.positions else None
     _check_packet(cur, st, max_packet)
     try:
-        matched = _execute(cur, st)
+        if st.data is None:
+            matched = _execute(cur, st)
+        else:
+            with cur.connection.offering(LOAD_NAME, st.data):
+                matched = int(cur.execute(st.sql))
     except pymysql.MySQLError as exc:
         code = errno_of(exc)
         if code in RETRY_ERRORS:
             raise
+        if st.data is not None:
+            # REPLACE runs the rows again: it stops on what stops them, as it would have.
+            raise _LoadRefused(f"error {code} ({exc})", st.table,
+                               server=code in LOCAL_REFUSED) from None
         if code == PACKET_TOO_LARGE and max_packet is not None:
             raise _packet_error(st, len(st.sql), max_packet) from None
         if code in ROW_ERRORS and singles is not None and len(st.positions) > 1:
@@ -105,13 +117,45 @@ def run_statement(cur: Any, st: Statement, singles: Callable[[], Iterable[Statem
                 run_statement(cur, single, None, action, max_packet)
             action += f" (one of {len(st.positions)} rows from this position on)"
         raise map_error(exc, action, table=st.table, position=first) from None
-    if getattr(getattr(cur, "_result", None), "warning_count", 0):
+    if st.data is not None:
+        _check_load(cur, st)
+    elif getattr(getattr(cur, "_result", None), "warning_count", 0):
         _changed_values(cur, st, first)
     if st.expect_rows is not None and matched != st.expect_rows:
         raise DownstreamRowError(
             f"downstream diverged: the row to {st.sql.split(None, 1)[0].lower()} matched"
             f" {matched} rows, not {st.expect_rows}",
             table=None if st.table is None else str(st.table), position=first)
+
+
+class _LoadRefused(Exception):
+    """A load (``sql.load_rows``) whose rows are to be written by REPLACE instead: its
+    transaction is rolled back and run again without loads, and on this connection no
+    load of ``table`` is tried again (``server``: no load at all)."""
+
+    def __init__(self, why: str, table: TableRef | None, *, server: bool = False) -> None:
+        super().__init__(why)
+        self.table = table
+        self.server = server
+
+
+#: A load's result: "Records: 1000  Deleted: 0  Skipped: 0  Warnings: 0".
+_LOAD_RESULT = re.compile(r"Records: (\d+)\s+Deleted: \d+\s+Skipped: (\d+)\s+Warnings: (\d+)")
+
+
+def _check_load(cur: Any, st: Statement) -> None:
+    """A load's result is taken only when it stored every row without a warning or a note
+    (the session's messages are in English: ``downstream.Downstream.connect``): a value it
+    stored otherwise than sent, a row it skipped, has the rows written by REPLACE, which
+    stops where a replica stops or takes what a replica takes."""
+    result = cur._result
+    message = result.message or b""
+    found = _LOAD_RESULT.search(message.decode("utf-8", "replace")
+                                if isinstance(message, bytes) else str(message))
+    if found is None or int(found[1]) != len(st.positions) or int(found[2]) or \
+            int(found[3]) or result.warning_count:
+        raise _LoadRefused(f"the load's result: {found[0] if found else message!r}",
+                           st.table)
 
 
 #: Warnings a row write gets when the downstream stored another value than the one sent:
@@ -183,7 +227,7 @@ def _transaction(conn: Any, body: Callable[[Any], T | None], *, action: str,
             else:
                 conn.commit()
             return result
-        except ApplyError:
+        except (ApplyError, _LoadRefused):
             rollback_quietly(conn)
             raise
         except pymysql.MySQLError as exc:
@@ -198,8 +242,78 @@ def _transaction(conn: Any, body: Callable[[Any], T | None], *, action: str,
 # ---- the keyed path and ordered tables --------------------------------------------------
 
 
+#: What a :func:`load_kinds` says of a table's columns: their kinds, or None (no load).
+KindsOf = Callable[[TableRef, tuple[str, ...]], str | None]
+
+#: Downstream column types a load reads as an SQL statement reads the value the applier
+#: would send (``sql.render_tsv_python``'s kinds): integers, DECIMAL, text of a character
+#: set, binary strings, and the types whose values travel as the server's text (floats,
+#: dates and times).  Not BIT, YEAR (a load reads '0' as 2000), ENUM, SET, JSON,
+#: spatial or the other types, whose rows go by REPLACE.
+_LOAD_KINDS = {
+    **dict.fromkeys(("tinyint", "smallint", "mediumint", "int", "bigint"), "i"),
+    "decimal": "n",
+    **dict.fromkeys(("char", "varchar", "tinytext", "text", "mediumtext", "longtext"), "t"),
+    **dict.fromkeys(("float", "double", "date", "datetime", "timestamp", "time"), "s"),
+    **dict.fromkeys(("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"),
+                    "b"),
+}
+
+
+def load_kinds(rules: TableRules, refused: Collection[TableRef] = ()) -> KindsOf:
+    """Per table and written columns, the kinds a load of its rows renders them by (a
+    letter per column, ``sql.render_tsv_python``), or None: a table in ``refused`` (a load
+    of it was not taken: :func:`_check_load`), or one :func:`_kinds` says no to."""
+    known: dict[tuple[TableRef, tuple[str, ...]], str | None] = {}
+
+    def kinds_of(table: TableRef, columns: tuple[str, ...]) -> str | None:
+        found = known.get((table, columns), False)
+        if found is False:
+            found = known[(table, columns)] = None if table in refused else \
+                _kinds(rules, table, columns)
+        return found  # type: ignore[return-value]
+
+    return kinds_of
+
+
+def _kinds(rules: TableRules, table: TableRef, columns: tuple[str, ...]) -> str | None:
+    """None unless every written column is in the catalog with a type of
+    :data:`_LOAD_KINDS`, the table is InnoDB (a load rolled back leaves nothing), neither
+    versioned (REPLACE makes its history) nor a sequence, and its AUTO_INCREMENT column, if
+    any, is written (a load reserves generated values in blocks, a REPLACE as many as its
+    rows) and its AUTO-INC lock is not held to a statement's end."""
+    info = rules.columns_of(table)
+    if info is None or not info.innodb or table in rules.versioned or \
+            table in rules.sequences:
+        return None
+    by_name = {c.name.casefold(): c for c in info.columns}
+    written = {name.casefold() for name in columns}
+    counters = [c for c in info.columns if c.auto_increment]
+    if counters and (not rules.autoinc_interleaved or
+                     any(c.name.casefold() not in written for c in counters)):
+        # With innodb_autoinc_lock_mode 0 or 1 (MariaDB's default) a LOAD DATA holds the
+        # table's AUTO-INC lock to its end, where a REPLACE takes it for a moment: the apply
+        # tasks' loads of one table would run one at a time (measured: slower than REPLACE
+        # from two threads).
+        return None
+    out = []
+    for name in columns:
+        col = by_name.get(name.casefold())
+        kind = None if col is None else _LOAD_KINDS.get(col.data_type)
+        if kind == "t":
+            # Text of a character set ("binary": a binary string's; none: not text).
+            kind = None if col.charset is None else "b" if col.charset == "binary" else "s"
+        if kind is None or col is None:
+            return None
+        # NULL into a NOT NULL column: a load stores the default (a TIMESTAMP's: now)
+        # without a warning where a statement warns.
+        out.append(kind if col.nullable and not col.auto_increment else kind.upper())
+    return "".join(out)
+
+
 def _keyed_statements(
     ops: Sequence[KeyedOp | Survivors], max_rows: int, max_bytes: int,
+    kinds_of: KindsOf | None = None,
 ) -> list[tuple[Statement, Callable[[], list[Statement]]]]:
     # Per (table, key columns) the keys to delete and per (table, columns) the rows to
     # write, each with their positions, in key order.
@@ -239,8 +353,12 @@ def _keyed_statements(
 
     def replacing(table: TableRef, cols: tuple[str, ...], images: Sequence[tuple[Any, ...]],
                   positions: Sequence[tuple[int, ...]], rows: int) -> list[Statement]:
-        return replace_rows(table, cols, images, positions, max_rows=rows,
-                            max_bytes=max_bytes)
+        # One row (finding the row a statement failed on) is the server's error for it.
+        kinds = None if kinds_of is None or rows == 1 else kinds_of(table, cols)
+        loads = None if kinds is None else load_rows(
+            table, cols, kinds, images, positions, max_rows=rows, max_bytes=max_bytes)
+        return loads if loads is not None else replace_rows(
+            table, cols, images, positions, max_rows=rows, max_bytes=max_bytes)
 
     def inserting(table: TableRef, cols: tuple[str, ...], images: Sequence[tuple[Any, ...]],
                   positions: Sequence[tuple[int, ...]], rows: int) -> list[Statement]:
@@ -284,10 +402,11 @@ def _key_order(group: list[Any]) -> None:
 
 def part_statements(
     part: PlanPart, *, max_rows: int = MAX_STATEMENT_ROWS,
-    max_bytes: int = MAX_STATEMENT_BYTES,
+    max_bytes: int = MAX_STATEMENT_BYTES, rules: TableRules | None = None,
 ) -> list[Statement]:
     """What :func:`apply_plan_part` sends, in order (for inspection and tests)."""
-    statements = [st for st, _ in _keyed_statements(part.ops, max_rows, max_bytes)]
+    statements = [st for st, _ in _keyed_statements(
+        part.ops, max_rows, max_bytes, None if rules is None else load_kinds(rules))]
     if part.ordered is not None:
         statements += ordered_statements(part.ordered.changes,
                                          fk=part.ordered.reason == FK_LINKED)
@@ -328,10 +447,12 @@ _FK_OFF = Statement("SET SESSION foreign_key_checks = 0")
 def apply_plan_part(
     conn: Any, part: PlanPart, *, ledger: TaskLedger | None = None,
     max_rows: int = MAX_STATEMENT_ROWS, max_bytes: int | None = None,
-    retries: int = 5, max_packet: int | None = None,
+    retries: int = 5, max_packet: int | None = None, rules: TableRules | None = None,
 ) -> bool:
     """Apply one task's work in one downstream transaction. Returns False if ``ledger``
-    shows the task already committed (nothing done), True otherwise.
+    shows the task already committed (nothing done), True otherwise.  With ``rules`` (the
+    downstream's catalog) survivors are loaded where their columns allow
+    (:func:`load_kinds`).
 
     Keyed survivors are idempotent: running the part again, before or after other parts,
     gives the same result, with or without a ledger. An ordered table is not, so its part
@@ -341,57 +462,77 @@ def apply_plan_part(
         raise ApplyError("an ordered task needs a task ledger to run exactly once",
                          table=str(part.ordered.table),
                          hint="pass ledger=TaskLedger(pipeline, batch_id)")
-    return _guarded(conn, [part], _runnable(part, max_rows, max_bytes, max_packet),
+    return _guarded(conn, [part],
+                    lambda kinds_of: _runnable(part, max_rows, max_bytes, max_packet, kinds_of),
                     lambda cur: ledger is None or _claim(cur, ledger, part.task_id),
                     action=f"applying task {part.task_id}", retries=retries,
-                    max_packet=max_packet)
+                    max_packet=max_packet, rules=rules)
 
 
 def apply_parts_with_checkpoint(
     conn: Any, parts: Sequence[PlanPart], update: CheckpointUpdate, *,
     max_rows: int = MAX_STATEMENT_ROWS, retries: int = 5, max_packet: int | None = None,
+    rules: TableRules | None = None,
 ) -> bool:
     """A whole batch (every part, ordered ones included) and its checkpoint move in one
     downstream transaction: no ledger and no batch in flight, since nothing of it can be
     half done.  The checkpoint must be at ``update.before``; at ``update.after`` the batch
     was applied before and nothing is done (False)."""
     return _guarded(conn, parts,
-                    [st for part in parts for st in _runnable(part, max_rows, None, max_packet)],
+                    lambda kinds_of: [st for part in parts for st in _runnable(
+                        part, max_rows, None, max_packet, kinds_of)],
                     lambda cur: advance_in_transaction(cur, update),
                     action=f"applying the batch ending at {update.after}", retries=retries,
-                    max_packet=max_packet)
+                    max_packet=max_packet, rules=rules)
 
 
-def _guarded(conn: Any, parts: Sequence[PlanPart],
-             statements: list[tuple[Statement, Callable[[], list[Statement]] | None]],
+Runnable = list[tuple[Statement, Callable[[], list[Statement]] | None]]
+
+
+def _guarded(conn: Any, parts: Sequence[PlanPart], statements: Callable[[KindsOf | None], Runnable],
              guard: Callable[[Any], bool], *, action: str, retries: int,
-             max_packet: int | None) -> bool:
+             max_packet: int | None, rules: TableRules | None) -> bool:
     """``statements`` in one transaction, after ``guard(cursor)`` (a ledger claim, the
-    checkpoint's move) said they are to run; False (rolled back) when it said no."""
+    checkpoint's move) said they are to run; False (rolled back) when it said no.  A load
+    whose result is not taken (:func:`_check_load`) has the transaction run again with
+    REPLACE for every row."""
 
-    def body(cur: Any) -> bool | None:
-        if not guard(cur):
-            return None
-        for st, singles in statements:
-            run_statement(cur, st, singles, action, max_packet)
-        return True
+    def body(runnable: Runnable) -> Callable[[Any], bool | None]:
+        def run(cur: Any) -> bool | None:
+            if not guard(cur):
+                return None
+            for st, singles in runnable:
+                run_statement(cur, st, singles, action, max_packet)
+            return True
+        return run
 
+    loads = rules is not None and not getattr(conn, "loads_refused", False)
     try:
-        done = _transaction(conn, body, action=action, retries=retries)
+        try:
+            done = _transaction(conn, body(statements(
+                load_kinds(rules, getattr(conn, "refused_loads", ())) if loads and rules
+                else None)), action=action, retries=retries)
+        except _LoadRefused as refused:
+            log.debug("rows of %s written by REPLACE instead of a load: %s", refused.table,
+                      refused)
+            if refused.server:
+                conn.loads_refused = True
+            elif refused.table is not None and hasattr(conn, "refused_loads"):
+                conn.refused_loads = conn.refused_loads | {refused.table}
+            done = _transaction(conn, body(statements(None)), action=action, retries=retries)
     finally:
         if any(p.ordered is not None and p.ordered.reason == FK_LINKED for p in parts):
             _restore_fk_checks(conn)
     return done is not None
 
 
-def _runnable(part: PlanPart, max_rows: int, max_bytes: int | None, max_packet: int | None
-              ) -> list[tuple[Statement, Callable[[], list[Statement]] | None]]:
+def _runnable(part: PlanPart, max_rows: int, max_bytes: int | None, max_packet: int | None,
+              kinds_of: KindsOf | None = None) -> Runnable:
     """A part's statements in order, each with how to split it into single rows (keyed
     statements) to find the row a failure is about."""
     if max_bytes is None:
         max_bytes = statement_bytes(max_packet)
-    out: list[tuple[Statement, Callable[[], list[Statement]] | None]] = list(
-        _keyed_statements(part.ops, max_rows, max_bytes))
+    out: Runnable = list(_keyed_statements(part.ops, max_rows, max_bytes, kinds_of))
     if part.ordered is not None:
         out += [(st, None) for st in ordered_statements(
             part.ordered.changes, fk=part.ordered.reason == FK_LINKED)]

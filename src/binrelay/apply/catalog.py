@@ -100,6 +100,9 @@ class DownstreamColumn:
     #: downstream takes for one key value.
     collation: str | None = None
     collation_id: int | None = None
+    #: AUTO_INCREMENT: a LOAD DATA of the table's rows takes its table-level AUTO-INC lock
+    #: (``applier.load_kinds``).
+    auto_increment: bool = False
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Every table's columns travel with every Spark task: as a plain tuple of fields
@@ -123,6 +126,8 @@ class TableColumns:
     #: Each unique key's columns (the primary key's among them), names lower-cased; a part
     #: on a prefix of a column is named ``name(length)``.
     unique: tuple[frozenset[str], ...] = ()
+    #: Its engine is InnoDB: transactional, so a load rolled back leaves nothing.
+    innodb: bool = False
 
     def only_here(self, logged: Iterable[str]) -> tuple[str, ...]:
         """The columns a statement may write that the ``logged`` ones lack (names are
@@ -160,6 +165,8 @@ class TableRules:
     #: Every table's columns: what a logged column is checked against
     #: (``binrelay.apply.column_fit``), and how a nameless one is named.
     columns: dict[TableRef, TableColumns] = field(default_factory=dict)
+    #: ``innodb_autoinc_lock_mode = 2``: no statement holds a table's AUTO-INC lock.
+    autoinc_interleaved: bool = False
 
     def columns_of(self, table: TableRef) -> TableColumns | None:
         """The downstream table's columns, as the catalog spells its name or in another
@@ -280,11 +287,14 @@ def read_rules(conn: Any, *, exclude_schemas: Iterable[str] = (),
         read = _read(cur, _Everywhere(skip), positional=positional)
         cur.execute("SELECT @@global.max_allowed_packet")
         (packet,) = cur.fetchone()
+        cur.execute("SHOW GLOBAL VARIABLES LIKE 'innodb_autoinc_lock_mode'")
+        interleaved = [str(v) for _n, v in cur.fetchall()] == ["2"]
     conn.commit()
     generated, versioned, by_trx, sequences, links, triggers, hashes, columns = read
     return TableRules({t: frozenset(c) for t, c in generated.items()}, fk_groups(links),
                       triggers, int(packet), versioned, frozenset(by_trx),
-                      frozenset(sequences), frozenset(links), hashes, positional, columns)
+                      frozenset(sequences), frozenset(links), hashes, positional, columns,
+                      interleaved)
 
 
 def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, str | None]],
@@ -322,7 +332,8 @@ def reread_rules(conn: Any, rules: TableRules, statements: Iterable[tuple[str, s
         frozenset(all_links),
         {**{t: n for t, n in rules.hashes.items() if t not in named}, **hashes},
         rules.positional,
-        {**{t: c for t, c in rules.columns.items() if t not in named}, **columns})
+        {**{t: c for t, c in rules.columns.items() if t not in named}, **columns},
+        rules.autoinc_interleaved)
 
 
 def _existing(cur: Any, tables: list[TableRef]) -> set[TableRef]:
@@ -388,12 +399,12 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
             "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,"
             " CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH,"
             " NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, IS_GENERATED,"
-            " GENERATION_EXPRESSION, IS_NULLABLE, COLLATION_NAME", "COLUMNS", "1",
+            " GENERATION_EXPRESSION, IS_NULLABLE, COLLATION_NAME, EXTRA", "COLUMNS", "1",
             "TABLE_SCHEMA", "TABLE_NAME"),
         "tables": where.select(
             "TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, ENGINE", "TABLES",
-            "(TABLE_TYPE IN ('SYSTEM VERSIONED', 'SEQUENCE') OR ENGINE IN ('MEMORY', 'HEAP'))",
-            "TABLE_SCHEMA", "TABLE_NAME"),
+            "(TABLE_TYPE IN ('SYSTEM VERSIONED', 'SEQUENCE') OR ENGINE IN ('MEMORY', 'HEAP',"
+            " 'InnoDB'))", "TABLE_SCHEMA", "TABLE_NAME"),
         "links": where.select(
             "CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, REFERENCED_TABLE_NAME",
             "REFERENTIAL_CONSTRAINTS", "1", "CONSTRAINT_SCHEMA", "TABLE_NAME", children=True),
@@ -417,7 +428,7 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
     periods: dict[TableRef, dict[str, str]] = {}
     by_trx = set()
     for (schema, table, column, _o, data_type, _ct, _cs, _cl, _ol, _p, _s, _f, is_generated,
-         expression, _n, _co) in answers.get("columns", ()):
+         expression, _n, _co, _x) in answers.get("columns", ()):
         if is_generated != "ALWAYS" or (schema in where_skip):
             continue
         ref = TableRef(schema, table)
@@ -430,10 +441,13 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
     versioned = {}
     sequences = set()
     memory = set()
+    innodb = set()
     for schema, table, kind, engine in answers.get("tables", ()):
         ref = TableRef(schema, table)
         if str(engine).upper() in ("MEMORY", "HEAP"):
             memory.add(ref)
+        elif str(engine).upper() == "INNODB":
+            innodb.add(ref)
         if kind not in ("SEQUENCE", "SYSTEM VERSIONED"):
             continue
         if kind == "SEQUENCE":
@@ -461,7 +475,7 @@ def _read(cur: Any, where: _Everywhere | _Named, *, triggers: bool = True,
                 and schema not in where_skip:
             hashes[ref] = hashes.get(ref, 0) + 1
     columns = _table_columns(answers.get("columns", ()), primary, versioned, hashes, unique,
-                             ids)
+                             ids, innodb)
     return generated, versioned, by_trx, sequences, links, found, hashes, columns
 
 
@@ -473,7 +487,8 @@ _BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblo
 def _table_columns(listing: Iterable[tuple[Any, ...]], primary: Iterable[tuple[Any, ...]],
                    versioned: dict[TableRef, tuple[str, str]],
                    hashes: dict[TableRef, int], unique: dict[TableRef, dict[str, set[str]]],
-                   collation_ids: dict[str, int] | None = None
+                   collation_ids: dict[str, int] | None = None,
+                   innodb: frozenset[TableRef] | set[TableRef] = frozenset(),
                    ) -> dict[TableRef, TableColumns]:
     """Each table's columns in order, its primary key and unique keys, from the catalog's
     rows, with the columns the catalog does not show and the binlog logs: an implicit
@@ -481,7 +496,7 @@ def _table_columns(listing: Iterable[tuple[Any, ...]], primary: Iterable[tuple[A
     listed: dict[TableRef, list[tuple[int, DownstreamColumn]]] = {}
     ids = collation_ids or {}
     for (schema, table, name, ordinal, data_type, column_type, charset, char_length,
-         octet_length, precision, scale, fsp, is_generated, _e, nullable, collation
+         octet_length, precision, scale, fsp, is_generated, _e, nullable, collation, extra
          ) in listing:
         kind = str(data_type).lower()
         if charset is None and kind in _BINARY_TYPES:
@@ -496,7 +511,8 @@ def _table_columns(listing: Iterable[tuple[Any, ...]], primary: Iterable[tuple[A
             _int(octet_length), _int(precision), _int(scale), _int(fsp),
             _members(spelled) if kind in ("enum", "set") else None,
             is_generated == "ALWAYS", nullable == "YES", collation,
-            None if collation is None else ids.get(collation))))
+            None if collation is None else ids.get(collation),
+            "auto_increment" in str(extra or "").lower())))
     keys: dict[TableRef, list[tuple[int, str, int]]] = {}
     for schema, table, name, seq, sub_part in primary:
         keys.setdefault(TableRef(schema, table), []).append((int(seq), name, int(sub_part or 0)))
@@ -518,7 +534,7 @@ def _table_columns(listing: Iterable[tuple[Any, ...]], primary: Iterable[tuple[A
                                 tuple(lowered.index(name.lower()) for _s, name, _p in parts),
                                 tuple(prefix for _s, _n, prefix in parts), hashes.get(ref, 0),
                                 tuple(sorted((frozenset(k) for k in unique.get(ref, {}).values()),
-                                             key=sorted)))
+                                             key=sorted)), ref in innodb)
     return out
 
 

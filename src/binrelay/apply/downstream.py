@@ -44,6 +44,8 @@ ROW_ERRORS = frozenset({1048, 1062, 1153, 1263, 1264, 1265, 1292, 1364, 1366, 14
 PACKET_TOO_LARGE = 1153
 _SCHEMA_ERRORS = frozenset({1049, 1054, 1109, 1146})
 RETRY_ERRORS = frozenset({1205, 1213})
+#: A downstream that refuses LOAD DATA LOCAL (MariaDB, MySQL 8.0, MariaDB 11).
+LOCAL_REFUSED = frozenset({1148, 3948, 4166})
 #: The hint for them when retries did not get past them.
 _LOCKED = ("a downstream session holds locks the sync needs (see"
            " information_schema.INNODB_TRX); the batch is replayed on retry")
@@ -96,7 +98,9 @@ class Downstream:
                 cur.execute(
                     "SET SESSION foreign_key_checks = 0, time_zone = '+00:00', sql_mode = %s,"
                     # (Every warning of a statement listed: applier._changed_values.)
-                    " max_error_count = 65535"
+                    " max_error_count = 65535,"
+                    # (A load's result line is read: applier._check_load.)
+                    " lc_messages = 'en_US'"
                     + (", check_constraint_checks = 0"
                        if mariadb_at_least(conn.server_version, (10, 2, 1)) else "")
                     + (", system_versioning_alter_history = 'KEEP'"

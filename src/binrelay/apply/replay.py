@@ -27,6 +27,7 @@ from binrelay.apply.changes import Change, TableRef
 from binrelay.apply.ddl import LeftContext, apply_ddl
 from binrelay.apply.ddl_journal import DdlJournal
 from binrelay.apply.downstream import (
+    LOCAL_REFUSED,
     Downstream,
     errno_of,
     map_error,
@@ -305,8 +306,6 @@ def _replica_side_disabled(conn: Any, event: TableRef, position: tuple[int, ...]
 
 #: The most warnings a session keeps (max_error_count's ceiling).
 _MAX_WARNINGS = 65535
-#: A downstream that refuses LOAD DATA LOCAL (MariaDB, MySQL 8.0, MariaDB 11).
-_LOCAL_REFUSED = frozenset({1148, 3948, 4166})
 
 
 def _load_data(conn: Any, cur: Any, st: SessionStatement) -> None:
@@ -367,7 +366,7 @@ def _statement(conn: Any, st: SessionStatement) -> None:
                             hint=_LOST_TEMPORARY if code == 1146 else
                             "SET GLOBAL local_infile = ON downstream: a statement-format LOAD"
                             " DATA is replayed as LOAD DATA LOCAL of the file the relay log"
-                            " carries" if st.load is not None and code in _LOCAL_REFUSED
+                            " carries" if st.load is not None and code in LOCAL_REFUSED
                             else None) from None
         finally:
             for sql in reset_statements(user_vars=st.user_vars,

@@ -137,7 +137,7 @@ def apply_records(ctx: TaskContext, index: int, records: Iterator[Record]
         with pooled_connection(ctx.downstream) as conn:
             for part in parts:
                 apply_plan_part(conn, part, ledger=ledger,
-                                max_packet=ctx.rules.max_allowed_packet)
+                                max_packet=ctx.rules.max_allowed_packet, rules=ctx.rules)
     yield ops
 
 
@@ -254,7 +254,8 @@ def apply_with_checkpoint(ctx: TaskContext, relay_dir: str, segments: list[Any],
         del records
         with pooled_connection(ctx.downstream) as conn:
             done = apply_parts_with_checkpoint(conn, parts, update,
-                                               max_packet=ctx.rules.max_allowed_packet)
+                                               max_packet=ctx.rules.max_allowed_packet,
+                                               rules=ctx.rules)
         del parts  # (see apply_lanes)
     return ops if done else None
 
