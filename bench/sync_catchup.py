@@ -978,6 +978,8 @@ def main(argv: list[str] | None = None) -> int:
                 name += f"_{args.row_metadata.lower()}"
             if args.unique_key:
                 name += "_unique"
+            if args.no_auto_inc:
+                name += "_noautoinc"
             update_section(name, body)
             log("BENCHMARKS.md updated")
     finally:
