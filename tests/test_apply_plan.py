@@ -477,9 +477,29 @@ def test_trigger_ddl_with_any_definer(definer: str) -> None:
     """A trigger is known whatever its definer's spelling (a name with a space, quoted,
     stopped the pattern: the trigger was created downstream, and rows fired it)."""
     statement = f"CREATE {definer}TRIGGER tg.ai AFTER INSERT ON tg.t FOR EACH ROW SET @a = 1"
-    assert trigger_ddl(statement, "d") == ("create", TableRef("tg", "ai"))
+    assert trigger_ddl(statement, "d") == ("create", TableRef("tg", "ai"), TableRef("tg", "t"))
     assert ddl_kind(f"CREATE ALGORITHM=MERGE {definer}SQL SECURITY INVOKER VIEW v AS SELECT 1"
                     ).name == "create view"
+
+
+@pytest.mark.parametrize(("statement", "table"), [
+    ("CREATE TRIGGER ai BEFORE UPDATE ON t FOR EACH ROW SET @a = 1", TableRef("d", "t")),
+    ("CREATE TRIGGER tg.ai AFTER delete ON `t x` FOR EACH ROW SET @a = 1",
+     TableRef("tg", "t x")),
+    ("create trigger if not exists `tg`.ai before insert on tg . t for each row"
+     " set @a = 1", TableRef("tg", "t")),
+    # Not read (the trigger then stops statements until it is dropped by name).
+    ("CREATE TRIGGER ai BEFORE INSERT /* c */ ON t FOR EACH ROW SET @a = 1", None),
+    ("CREATE OR REPLACE TRIGGER ai BEFORE INSERT OR UPDATE ON t FOR EACH ROW SET @a = 1",
+     TableRef("d", "t")),
+    ("CREATE TRIGGER ai ON t", None),
+])
+def test_a_triggers_table(statement: str, table: TableRef | None) -> None:
+    """The table a trigger is on, in the trigger's schema (a statement names none other)."""
+    found = trigger_ddl(statement, "d")
+    assert found is not None and found[2] == table
+    assert trigger_ddl("DROP TRIGGER IF EXISTS tg.ai", "d") == \
+        ("drop", TableRef("tg", "ai"), None)
 
 
 @pytest.mark.parametrize(("statement", "kind"), [

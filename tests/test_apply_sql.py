@@ -421,3 +421,31 @@ def test_a_load_is_read_whatever_the_servers_language(server: MariaDBServer) -> 
         with admin.cursor() as cur:
             cur.execute("SET GLOBAL lc_messages = DEFAULT")
         admin.close()
+
+
+def test_skipped_triggers_kept_by_an_older_release(conn: Any) -> None:
+    """A skipped_trigger table an earlier release made gains the triggers' tables; the
+    triggers it holds (their table unknown) still stop statements until dropped by name;
+    one whose table is gone does not."""
+    from binrelay.apply.replay import SkippedTriggers
+
+    apply_ddl(conn, None, "CREATE DATABASE IF NOT EXISTS trig_meta")
+    apply_ddl(conn, "trig_meta", "CREATE TABLE here (id INT PRIMARY KEY)")
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE trig_meta.skipped_trigger (pipeline VARCHAR(64) NOT NULL,"
+                    " trigger_schema VARCHAR(64) NOT NULL, trigger_name VARCHAR(64) NOT NULL,"
+                    " PRIMARY KEY (pipeline, trigger_schema, trigger_name)) ENGINE=InnoDB")
+        cur.execute("INSERT INTO trig_meta.skipped_trigger VALUES ('p', 'app', 'old')")
+        triggers = SkippedTriggers("trig_meta", "p")
+        triggers.create(cur)
+        triggers.create(cur)  # (again: nothing to add)
+        assert triggers.any(cur) == "app.old"
+        triggers.record(cur, "drop", TableRef("app", "old"))
+        triggers.record(cur, "create", TableRef("app", "t1"), TableRef("app", "gone"))
+        assert triggers.any(cur) is None
+        triggers.record(cur, "create", TableRef("trig_meta", "t2"), TableRef("trig_meta", "x"))
+        triggers.after_ddl(cur, "RENAME TABLE x TO here", "trig_meta")
+        assert triggers.any(cur) == "trig_meta.t2"
+        triggers.after_ddl(cur, "CREATE TABLE here (id INT)", "trig_meta")
+        assert triggers.any(cur) is None
+    conn.commit()

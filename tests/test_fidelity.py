@@ -135,6 +135,44 @@ def test_a_downstream_trigger_stops_the_sync(env: Env, spark) -> None:
     assert env.downstream.scalar("SELECT COUNT(*) FROM app.t") == 0
 
 
+# A trigger goes with its table: dropped with it (DROP TABLE, DROP DATABASE), none on a table
+# made again; it then fires for no statement, which binrelay replays (in statement format).
+# One on a renamed table still does: that statement stops.
+TRIGGERS_GONE = [
+    SCHEMA,
+    "CREATE DATABASE app2",
+    "CREATE TABLE app.u (id INT PRIMARY KEY, v INT)",
+    "CREATE TABLE app.t (id INT PRIMARY KEY)",
+    "CREATE TABLE app.r (id INT PRIMARY KEY)",
+    "CREATE TABLE app2.w (id INT PRIMARY KEY)",
+    "CREATE TRIGGER app.tt BEFORE INSERT ON app.t FOR EACH ROW SET NEW.id = NEW.id + 1",
+    "CREATE TRIGGER app.tr BEFORE INSERT ON r FOR EACH ROW SET NEW.id = NEW.id + 1",
+    "CREATE TRIGGER app2.tw AFTER UPDATE ON app2.w FOR EACH ROW SET @x = 1",
+    "DROP TABLE app.t",
+    "DROP DATABASE app2",
+    "DROP TABLE app.r",
+    "CREATE TABLE app.r (id INT PRIMARY KEY)",
+    (1, "SET SESSION binlog_format = 'STATEMENT'"),
+    (1, "INSERT INTO app.u VALUES (1, 1), (2, 2)"),
+    (1, "UPDATE app.u SET v = v + 1 WHERE id = 2"),
+    (1, "INSERT INTO app.r VALUES (7)"),
+]
+
+
+def test_a_trigger_goes_with_its_table(env: Env, spark) -> None:
+    converge(env, spark, TRIGGERS_GONE)
+    assert env.downstream.execute("SELECT id FROM app.r") == ((7,),)
+    env.run(["CREATE TABLE app.m (id INT PRIMARY KEY)",
+             "CREATE TRIGGER app.tm BEFORE INSERT ON app.m FOR EACH ROW SET NEW.id = NEW.id",
+             "RENAME TABLE app.m TO app.m2",
+             (1, "SET SESSION binlog_format = 'STATEMENT'"),
+             (1, "INSERT INTO app.u VALUES (3, 3)")])
+    env.relay()
+    with pytest.raises(UnfaithfulApplyError, match=r"trigger app\.tm"):
+        env.sync(spark)
+    assert env.downstream.scalar("SELECT COUNT(*) FROM app.u") == 2
+
+
 GENERATED = [
     SCHEMA,
     "CREATE TABLE app.g (id INT PRIMARY KEY, a INT, b VARCHAR(10),"

@@ -34,7 +34,14 @@ from binrelay.apply.downstream import (
     rollback_quietly,
     still_open,
 )
-from binrelay.apply.sql import event_ddl, quote_table, snippet, trigger_ddl
+from binrelay.apply.sql import (
+    created_table,
+    event_ddl,
+    quote_table,
+    rename_pairs,
+    snippet,
+    trigger_ddl,
+)
 from binrelay.apply.statement_sql import reset_statements, sets_pseudo_thread
 from binrelay.binlog.txn import is_savepoint_statement
 from binrelay.errors import UnfaithfulApplyError
@@ -145,7 +152,9 @@ class SkippedTriggers:
     not run triggers for row events; binrelay writes with SQL, which does).  The triggers
     skipped are kept in ``<schema>.skipped_trigger``, in the data's transaction, so that a
     statement-format DML (which upstream fired them, and which a replica re-runs with its
-    own copies of them) is refused rather than applied without them."""
+    own copies of them) is refused rather than applied without them.  Each is kept with its
+    table, followed through renames: a trigger goes with its table (DROP TABLE, DROP
+    DATABASE, a table made again by CREATE TABLE has none), and then stops nothing."""
 
     schema: str
     pipeline: str
@@ -155,30 +164,66 @@ class SkippedTriggers:
         return TableRef(self.schema, "skipped_trigger")
 
     def create(self, cur: Any) -> None:
-        """Once, outside any batch: a CREATE commits implicitly."""
+        """Once, outside any batch: a CREATE commits implicitly.  A table made by an
+        earlier release gains the trigger's table (NULL for the triggers it holds: those
+        stop statements until they are dropped by name)."""
         cur.execute(
             f"CREATE TABLE IF NOT EXISTS {quote_table(self.table)} ("
             " pipeline VARCHAR(64) NOT NULL, trigger_schema VARCHAR(64) NOT NULL,"
-            " trigger_name VARCHAR(64) NOT NULL,"
+            " trigger_name VARCHAR(64) NOT NULL, table_schema VARCHAR(64) NULL,"
+            " table_name VARCHAR(64) NULL,"
             " PRIMARY KEY (pipeline, trigger_schema, trigger_name)) ENGINE=InnoDB")
+        cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s"
+                    " AND TABLE_NAME = %s AND COLUMN_NAME = 'table_name'",
+                    (self.table.schema, self.table.table))
+        if not cur.fetchone()[0]:
+            cur.execute(f"ALTER TABLE {quote_table(self.table)} ADD COLUMN table_schema"
+                        " VARCHAR(64) NULL, ADD COLUMN table_name VARCHAR(64) NULL")
 
-    def record(self, cur: Any, what: str, name: TableRef | None) -> None:
+    def record(self, cur: Any, what: str, name: TableRef | None,
+               table: TableRef | None = None) -> None:
         if name is None:
             return
         t = quote_table(self.table).replace("%", "%%")
         if what == "create":
-            cur.execute(f"REPLACE INTO {t} VALUES (%s, %s, %s)",
-                        (self.pipeline, name.schema, name.table))
+            cur.execute(f"REPLACE INTO {t} (pipeline, trigger_schema, trigger_name,"
+                        " table_schema, table_name) VALUES (%s, %s, %s, %s, %s)",
+                        (self.pipeline, name.schema, name.table,
+                         None if table is None else table.schema,
+                         None if table is None else table.table))
         else:
             cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND trigger_schema = %s"
                         " AND trigger_name = %s", (self.pipeline, name.schema, name.table))
 
-    def any(self, cur: Any) -> str | None:
+    def after_ddl(self, cur: Any, statement: str, schema: str | None) -> None:
+        """Follow a DDL the downstream ran: a renamed table's triggers go with it; a table
+        made by CREATE TABLE (not IF NOT EXISTS) has none."""
         t = quote_table(self.table).replace("%", "%%")
-        cur.execute(f"SELECT trigger_schema, trigger_name FROM {t} WHERE pipeline = %s"
-                    " LIMIT 1", (self.pipeline,))
-        row = cur.fetchone()
-        return None if row is None else f"{row[0]}.{row[1]}"
+        made = created_table(statement, schema)
+        if made is not None:
+            cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND table_schema = %s AND"
+                        " table_name = %s", (self.pipeline, made.schema, made.table))
+        for old, new in rename_pairs(statement, schema) or ():
+            if old is not None:
+                cur.execute(f"UPDATE {t} SET table_schema = %s, table_name = %s WHERE"
+                            " pipeline = %s AND table_schema = %s AND table_name = %s",
+                            (new.schema, new.table, self.pipeline, old.schema, old.table))
+
+    def any(self, cur: Any) -> str | None:
+        """A skipped trigger whose table is still there (or not known), if any; those whose
+        table is gone (dropped, with its triggers) are forgotten."""
+        t = quote_table(self.table).replace("%", "%%")
+        cur.execute(f"SELECT trigger_schema, trigger_name, table_schema, table_name FROM {t}"
+                    " WHERE pipeline = %s", (self.pipeline,))
+        for trigger_schema, trigger_name, table_schema, table_name in cur.fetchall():
+            if table_name is not None:
+                cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE"
+                            " TABLE_SCHEMA = %s AND TABLE_NAME = %s", (table_schema, table_name))
+                if not cur.fetchone()[0]:
+                    self.record(cur, "drop", TableRef(trigger_schema, trigger_name))
+                    continue
+            return f"{trigger_schema}.{trigger_name}"
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +300,8 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
                 apply_ddl(conn, action.schema or None, action.text, replay=replay,
                           position=action.position, setup=action.setup, raw=action.raw,
                           journal=journal, left=left)
+                with conn.cursor() as cur:
+                    triggers.after_ddl(cur, action.text, action.schema or None)
                 event = event_ddl(action.text, action.schema or None)
                 if event is not None:
                     left.settle(conn)

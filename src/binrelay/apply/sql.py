@@ -571,18 +571,27 @@ _TRIGGER_DDL = re.compile(
     rf"(CREATE)\s+(?:OR\s+REPLACE\s+)?(?:{DEFINER_CLAUSE})?TRIGGER\s+"
     rf"(?:IF\s+NOT\s+EXISTS\s+)?({_QNAME})|(DROP)\s+TRIGGER\s+(?:IF\s+EXISTS\s+)?({_QNAME})",
     re.IGNORECASE)
+#: What follows a trigger's name: its time, its event(s), the table it is on.
+_TRIGGER_ON = re.compile(
+    rf"\s+(?:BEFORE|AFTER)\s+(?:INSERT|UPDATE|DELETE)(?:\s+OR\s+(?:INSERT|UPDATE|DELETE))*"
+    rf"\s+ON\s+({_QNAME})", re.IGNORECASE)
 
 
-def trigger_ddl(statement: str, schema: str | None) -> tuple[str, TableRef | None] | None:
-    """``("create" | "drop", trigger name as schema.name)`` for trigger DDL, else None."""
+def trigger_ddl(statement: str, schema: str | None
+                ) -> tuple[str, TableRef | None, TableRef | None] | None:
+    """``("create" | "drop", trigger name as schema.name, its table)`` for trigger DDL (the
+    table of a CREATE, in the trigger's schema, where it reads; else None), or None."""
     statement = statement_proper(statement)
     body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
     m = _TRIGGER_DDL.match(body)
     if m is None:
         return None
     if m.group(1):
-        return "create", _split_qname(m.group(2), schema)
-    return "drop", _split_qname(m.group(4), schema)
+        name = _split_qname(m.group(2), schema)
+        on = _TRIGGER_ON.match(body, m.end())
+        table = None if on is None or name is None else _split_qname(on.group(1), name.schema)
+        return "create", name, table
+    return "drop", _split_qname(m.group(4), schema), None
 
 
 #: The tokens of a statement's clauses: a quoted name or string, a word, one other
