@@ -217,8 +217,11 @@ class SkippedTriggers:
                     " WHERE pipeline = %s", (self.pipeline,))
         for trigger_schema, trigger_name, table_schema, table_name in cur.fetchall():
             if table_name is not None:
+                # In any case: forgetting a trigger whose table is there would replay a
+                # statement without it; one kept too long only stops.
                 cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE"
-                            " TABLE_SCHEMA = %s AND TABLE_NAME = %s", (table_schema, table_name))
+                            " LOWER(TABLE_SCHEMA) = LOWER(%s) AND LOWER(TABLE_NAME) = LOWER(%s)",
+                            (table_schema, table_name))
                 if not cur.fetchone()[0]:
                     self.record(cur, "drop", TableRef(trigger_schema, trigger_name))
                     continue
