@@ -135,9 +135,9 @@ def test_a_downstream_trigger_stops_the_sync(env: Env, spark) -> None:
     assert env.downstream.scalar("SELECT COUNT(*) FROM app.t") == 0
 
 
-# A trigger goes with its table: dropped with it (DROP TABLE, DROP DATABASE), none on a table
-# made again; it then fires for no statement, which binrelay replays (in statement format).
-# One on a renamed table still does: that statement stops.
+# A trigger goes with its table: dropped with it (DROP TABLE, DROP DATABASE); it then fires
+# for no statement, which binrelay replays (in statement format).  One on a renamed table
+# still does: that statement stops.
 TRIGGERS_GONE = [
     SCHEMA,
     "CREATE DATABASE app2",
@@ -164,7 +164,9 @@ def test_a_trigger_goes_with_its_table(env: Env, spark) -> None:
     assert env.downstream.execute("SELECT id FROM app.r") == ((7,),)
     env.run(["CREATE TABLE app.m (id INT PRIMARY KEY)",
              "CREATE TRIGGER app.tm BEFORE INSERT ON app.m FOR EACH ROW SET NEW.id = NEW.id",
-             "RENAME TABLE app.m TO app.m2",
+             "ALTER TABLE app.m RENAME TO app.m2",
+             "CREATE TABLE app.m (id INT PRIMARY KEY)",
+             "DROP TABLE app.m",
              (1, "SET SESSION binlog_format = 'STATEMENT'"),
              (1, "INSERT INTO app.u VALUES (3, 3)")])
     env.relay()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -65,6 +65,9 @@ class LeftContext:
     def __init__(self, ahead: int = 0, max_packet: int | None = None) -> None:
         self.pending: list[str] = []
         self.ahead = DdlsAhead(ahead, max_packet) if ahead > 0 else None
+        #: What is to run after DDL on the settled connection, in order (bookkeeping that
+        #: commits with the next DDL's journal row or the checkpoint).
+        self.followups: list[Callable[[Any], None]] = []
 
     def take(self) -> list[str]:
         pending, self.pending = self.pending, []
@@ -81,6 +84,11 @@ class LeftContext:
             with conn.cursor() as cur:
                 for sql in self.take():
                     cur.execute(sql)
+        if self.followups:
+            followups, self.followups = self.followups, []
+            with conn.cursor() as cur:
+                for followup in followups:
+                    followup(cur)
 
 
 @dataclass(frozen=True, slots=True)

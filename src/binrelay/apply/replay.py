@@ -34,14 +34,7 @@ from binrelay.apply.downstream import (
     rollback_quietly,
     still_open,
 )
-from binrelay.apply.sql import (
-    created_table,
-    event_ddl,
-    quote_table,
-    rename_pairs,
-    snippet,
-    trigger_ddl,
-)
+from binrelay.apply.sql import TablesGone, event_ddl, quote_table, snippet, tables_gone, trigger_ddl
 from binrelay.apply.statement_sql import reset_statements, sets_pseudo_thread
 from binrelay.binlog.txn import is_savepoint_statement
 from binrelay.errors import UnfaithfulApplyError
@@ -153,8 +146,11 @@ class SkippedTriggers:
     skipped are kept in ``<schema>.skipped_trigger``, in the data's transaction, so that a
     statement-format DML (which upstream fired them, and which a replica re-runs with its
     own copies of them) is refused rather than applied without them.  Each is kept with its
-    table, followed through renames: a trigger goes with its table (DROP TABLE, DROP
-    DATABASE, a table made again by CREATE TABLE has none), and then stops nothing."""
+    table, where its CREATE names it plainly: a DROP TABLE of it, a DROP DATABASE of its
+    schema (which drop the trigger) forget it; a statement that may rename a table (one
+    with the word RENAME) makes every trigger's table unknown, and such a trigger is then
+    forgotten only by a DROP TRIGGER.  Never forgotten while it may still exist: a
+    statement replayed without its trigger would write other rows than the replica's."""
 
     schema: str
     pipeline: str
@@ -166,19 +162,20 @@ class SkippedTriggers:
     def create(self, cur: Any) -> None:
         """Once, outside any batch: a CREATE commits implicitly.  A table made by an
         earlier release gains the trigger's table (NULL for the triggers it holds: those
-        stop statements until they are dropped by name)."""
+        stop statements until they are dropped by name).  Names compare as bytes: two
+        tables whose names differ in case only are two tables."""
+        name = "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL"
         cur.execute(
             f"CREATE TABLE IF NOT EXISTS {quote_table(self.table)} ("
             " pipeline VARCHAR(64) NOT NULL, trigger_schema VARCHAR(64) NOT NULL,"
-            " trigger_name VARCHAR(64) NOT NULL, table_schema VARCHAR(64) NULL,"
-            " table_name VARCHAR(64) NULL,"
+            f" trigger_name VARCHAR(64) NOT NULL, table_schema {name}, table_name {name},"
             " PRIMARY KEY (pipeline, trigger_schema, trigger_name)) ENGINE=InnoDB")
         cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s"
                     " AND TABLE_NAME = %s AND COLUMN_NAME = 'table_name'",
                     (self.table.schema, self.table.table))
         if not cur.fetchone()[0]:
             cur.execute(f"ALTER TABLE {quote_table(self.table)} ADD COLUMN table_schema"
-                        " VARCHAR(64) NULL, ADD COLUMN table_name VARCHAR(64) NULL")
+                        f" {name}, ADD COLUMN table_name {name}")
 
     def record(self, cur: Any, what: str, name: TableRef | None,
                table: TableRef | None = None) -> None:
@@ -195,38 +192,32 @@ class SkippedTriggers:
             cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND trigger_schema = %s"
                         " AND trigger_name = %s", (self.pipeline, name.schema, name.table))
 
-    def after_ddl(self, cur: Any, statement: str, schema: str | None) -> None:
-        """Follow a DDL the downstream ran: a renamed table's triggers go with it; a table
-        made by CREATE TABLE (not IF NOT EXISTS) has none."""
+    def after_ddl(self, left: LeftContext, statement: str, schema: str | None) -> None:
+        """What a DDL the downstream ran does to the triggers' tables, noted once the
+        connection is settled (in order with the triggers recorded, before any statement
+        is checked, and before the batch's checkpoint)."""
+        gone = tables_gone(statement, schema)
+        if gone is not None:
+            left.followups.append(lambda cur: self._follow(cur, gone))
+
+    def _follow(self, cur: Any, gone: TablesGone) -> None:
         t = quote_table(self.table).replace("%", "%%")
-        made = created_table(statement, schema)
-        if made is not None:
+        if gone.renames:
+            cur.execute(f"UPDATE {t} SET table_schema = NULL, table_name = NULL WHERE"
+                        " pipeline = %s", (self.pipeline,))
+        for table in gone.tables:
             cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND table_schema = %s AND"
-                        " table_name = %s", (self.pipeline, made.schema, made.table))
-        for old, new in rename_pairs(statement, schema) or ():
-            if old is not None:
-                cur.execute(f"UPDATE {t} SET table_schema = %s, table_name = %s WHERE"
-                            " pipeline = %s AND table_schema = %s AND table_name = %s",
-                            (new.schema, new.table, self.pipeline, old.schema, old.table))
+                        " table_name = %s", (self.pipeline, table.schema, table.table))
+        if gone.schema is not None:
+            cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND table_schema = %s",
+                        (self.pipeline, gone.schema))
 
     def any(self, cur: Any) -> str | None:
-        """A skipped trigger whose table is still there (or not known), if any; those whose
-        table is gone (dropped, with its triggers) are forgotten."""
         t = quote_table(self.table).replace("%", "%%")
-        cur.execute(f"SELECT trigger_schema, trigger_name, table_schema, table_name FROM {t}"
-                    " WHERE pipeline = %s", (self.pipeline,))
-        for trigger_schema, trigger_name, table_schema, table_name in cur.fetchall():
-            if table_name is not None:
-                # In any case: forgetting a trigger whose table is there would replay a
-                # statement without it; one kept too long only stops.
-                cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE"
-                            " LOWER(TABLE_SCHEMA) = LOWER(%s) AND LOWER(TABLE_NAME) = LOWER(%s)",
-                            (table_schema, table_name))
-                if not cur.fetchone()[0]:
-                    self.record(cur, "drop", TableRef(trigger_schema, trigger_name))
-                    continue
-            return f"{trigger_schema}.{trigger_name}"
-        return None
+        cur.execute(f"SELECT trigger_schema, trigger_name FROM {t} WHERE pipeline = %s"
+                    " LIMIT 1", (self.pipeline,))
+        row = cur.fetchone()
+        return None if row is None else f"{row[0]}.{row[1]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,8 +294,7 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
                 apply_ddl(conn, action.schema or None, action.text, replay=replay,
                           position=action.position, setup=action.setup, raw=action.raw,
                           journal=journal, left=left)
-                with conn.cursor() as cur:
-                    triggers.after_ddl(cur, action.text, action.schema or None)
+                triggers.after_ddl(left, action.text, action.schema or None)
                 event = event_ddl(action.text, action.schema or None)
                 if event is not None:
                     left.settle(conn)
