@@ -517,6 +517,8 @@ def test_a_triggers_table(statement: str, table: TableRef | None) -> None:
     ("RENAME TABLE a TO b", TablesGone(renames=True)),
     ("ALTER TABLE a RENAME b", TablesGone(renames=True)),
     ("alter table a rename column x to y", TablesGone(renames=True)),
+    ("/*!50000RENAME TABLE t TO u */", TablesGone(renames=True)),
+    ("/*M!100100RENAME TABLE t TO u */", TablesGone(renames=True)),
     # Not read for certain: nothing forgotten.
     ("DROP TEMPORARY TABLE t", None),
     ("DROP TABLE t WAIT 5", None),

@@ -462,4 +462,10 @@ def test_skipped_triggers_kept_by_an_older_release(conn: Any) -> None:
         triggers.record(cur, "create", TableRef("app", "t3"), TableRef("app", "y"))
     assert after("ALTER TABLE y RENAME TO z") == "app.t3"
     assert after("DROP TABLE y, z") == "app.t3"  # its table unknown: kept
+    assert after("DROP DATABASE app") is None  # (a trigger is in its table's schema)
+    with conn.cursor() as cur:  # trigger names differ in case: two triggers
+        triggers.record(cur, "create", TableRef("app", "tr"), TableRef("app", "a"))
+        triggers.record(cur, "create", TableRef("app", "TR"), TableRef("app", "b"))
+        triggers.record(cur, "drop", TableRef("app", "TR"))
+        assert triggers.any(cur) == "app.tr"
     conn.commit()

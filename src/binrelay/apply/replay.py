@@ -164,18 +164,20 @@ class SkippedTriggers:
         earlier release gains the trigger's table (NULL for the triggers it holds: those
         stop statements until they are dropped by name).  Names compare as bytes: two
         tables whose names differ in case only are two tables."""
-        name = "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL"
+        name = "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
         cur.execute(
             f"CREATE TABLE IF NOT EXISTS {quote_table(self.table)} ("
-            " pipeline VARCHAR(64) NOT NULL, trigger_schema VARCHAR(64) NOT NULL,"
-            f" trigger_name VARCHAR(64) NOT NULL, table_schema {name}, table_name {name},"
+            f" pipeline VARCHAR(64) NOT NULL, trigger_schema {name} NOT NULL,"
+            f" trigger_name {name} NOT NULL, table_schema {name} NULL, table_name {name} NULL,"
             " PRIMARY KEY (pipeline, trigger_schema, trigger_name)) ENGINE=InnoDB")
         cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s"
                     " AND TABLE_NAME = %s AND COLUMN_NAME = 'table_name'",
                     (self.table.schema, self.table.table))
         if not cur.fetchone()[0]:
-            cur.execute(f"ALTER TABLE {quote_table(self.table)} ADD COLUMN table_schema"
-                        f" {name}, ADD COLUMN table_name {name}")
+            # (Trigger names compared as bytes too: two that differ in case are two.)
+            cur.execute(f"ALTER TABLE {quote_table(self.table)} MODIFY trigger_schema {name}"
+                        f" NOT NULL, MODIFY trigger_name {name} NOT NULL, ADD COLUMN"
+                        f" table_schema {name} NULL, ADD COLUMN table_name {name} NULL")
 
     def record(self, cur: Any, what: str, name: TableRef | None,
                table: TableRef | None = None) -> None:
@@ -209,7 +211,8 @@ class SkippedTriggers:
             cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND table_schema = %s AND"
                         " table_name = %s", (self.pipeline, table.schema, table.table))
         if gone.schema is not None:
-            cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND table_schema = %s",
+            # (A trigger is in its table's schema, whatever became of its table's name.)
+            cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND trigger_schema = %s",
                         (self.pipeline, gone.schema))
 
     def any(self, cur: Any) -> str | None:

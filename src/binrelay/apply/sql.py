@@ -587,7 +587,8 @@ _DROP_TABLES = re.compile(
 _DROP_DATABASE = re.compile(
     rf"DROP\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?({_PLAIN_NAME}){_STATEMENT_END}",
     re.IGNORECASE | re.DOTALL)
-_RENAME_WORD = re.compile(r"\bRENAME\b", re.IGNORECASE)
+#: (Not after a letter: ``/*!50000RENAME TABLE ...*/`` renames too.)
+_RENAME_WORD = re.compile(r"(?<![A-Za-z_$])RENAME(?![A-Za-z0-9_$])", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
