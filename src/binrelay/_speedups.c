@@ -1485,6 +1485,24 @@ static const unsigned char sql_escape[256] = {
     ['\''] = '\'',
 };
 
+/* s[0:n] with each byte `escape` names as a backslash and that letter; room for 2n bytes
+   reserved by the caller. */
+static void put_escaped(jbuf *b, const unsigned char *s, Py_ssize_t n,
+                        const unsigned char escape[256])
+{
+    char *o = b->p + b->len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i], e = escape[c];
+        if (e) {
+            *o++ = '\\';
+            *o++ = (char)e;
+        } else {
+            *o++ = (char)c;
+        }
+    }
+    b->len = (size_t)(o - b->p);
+}
+
 /* decimal.Decimal and the format spec "f", looked up on first need. */
 static PyObject *decimal_type, *decimal_spec;
 
@@ -1582,25 +1600,14 @@ static int put_sql_value(jbuf *b, PyObject *v, int *ascii)
             n = PyBytes_GET_SIZE(encoded);
             *ascii = 0;
         }
-        if (jb_reserve(b, 2 * (size_t)n + 2)) {
-            Py_XDECREF(encoded);
-            return -1;
+        int rc = jb_reserve(b, 2 * (size_t)n + 2);
+        if (rc == 0) {
+            b->p[b->len++] = '\'';
+            put_escaped(b, s, n, sql_escape);
+            b->p[b->len++] = '\'';
         }
-        char *o = b->p + b->len;
-        *o++ = '\'';
-        for (Py_ssize_t i = 0; i < n; i++) {
-            unsigned char c = s[i], e = sql_escape[c];
-            if (e) {
-                *o++ = '\\';
-                *o++ = (char)e;
-            } else {
-                *o++ = (char)c;
-            }
-        }
-        *o++ = '\'';
-        b->len = (size_t)(o - b->p);
         Py_XDECREF(encoded);
-        return 0;
+        return rc;
     }
     if (PyBytes_CheckExact(v) || PyByteArray_CheckExact(v)) {
         const unsigned char *s = (const unsigned char *)(PyBytes_CheckExact(v)
@@ -1701,17 +1708,7 @@ static int put_tsv_text(jbuf *b, const unsigned char *s, Py_ssize_t n)
 {
     if (jb_reserve(b, 2 * (size_t)n))
         return -1;
-    char *o = b->p + b->len;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = s[i], e = tsv_escape[c];
-        if (e) {
-            *o++ = '\\';
-            *o++ = (char)e;
-        } else {
-            *o++ = (char)c;
-        }
-    }
-    b->len = (size_t)(o - b->p);
+    put_escaped(b, s, n, tsv_escape);
     return 0;
 }
 

@@ -506,12 +506,12 @@ def _guarded(conn: Any, parts: Sequence[PlanPart], statements: Callable[[KindsOf
             return True
         return run
 
-    loads = rules is not None and not getattr(conn, "loads_refused", False)
+    kinds_of = None if rules is None or getattr(conn, "loads_refused", False) else \
+        load_kinds(rules, getattr(conn, "refused_loads", ()))
     try:
         try:
-            done = _transaction(conn, body(statements(
-                load_kinds(rules, getattr(conn, "refused_loads", ())) if loads and rules
-                else None)), action=action, retries=retries)
+            done = _transaction(conn, body(statements(kinds_of)), action=action,
+                                retries=retries)
         except _LoadRefused as refused:
             log.debug("rows of %s written by REPLACE instead of a load: %s", refused.table,
                       refused)

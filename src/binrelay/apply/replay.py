@@ -159,6 +159,9 @@ class SkippedTriggers:
     def table(self) -> TableRef:
         return TableRef(self.schema, "skipped_trigger")
 
+    def _t(self) -> str:
+        return quote_table(self.table).replace("%", "%%")
+
     def create(self, cur: Any) -> None:
         """Once, outside any batch: a CREATE commits implicitly.  A table made by an
         earlier release gains the trigger's table (NULL for the triggers it holds: those
@@ -183,7 +186,7 @@ class SkippedTriggers:
                table: TableRef | None = None) -> None:
         if name is None:
             return
-        t = quote_table(self.table).replace("%", "%%")
+        t = self._t()
         if what == "create":
             cur.execute(f"REPLACE INTO {t} (pipeline, trigger_schema, trigger_name,"
                         " table_schema, table_name) VALUES (%s, %s, %s, %s, %s)",
@@ -203,7 +206,7 @@ class SkippedTriggers:
             left.followups.append(lambda cur: self._follow(cur, gone))
 
     def _follow(self, cur: Any, gone: TablesGone) -> None:
-        t = quote_table(self.table).replace("%", "%%")
+        t = self._t()
         if gone.renames:
             cur.execute(f"UPDATE {t} SET table_schema = NULL, table_name = NULL WHERE"
                         " pipeline = %s", (self.pipeline,))
@@ -216,7 +219,7 @@ class SkippedTriggers:
                         (self.pipeline, gone.schema))
 
     def any(self, cur: Any) -> str | None:
-        t = quote_table(self.table).replace("%", "%%")
+        t = self._t()
         cur.execute(f"SELECT trigger_schema, trigger_name FROM {t} WHERE pipeline = %s"
                     " LIMIT 1", (self.pipeline,))
         row = cur.fetchone()
