@@ -5,11 +5,15 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from binlog_builder import BinlogBuilder
+import pytest
+
+from binlog_builder import MARIA_GTID, QUERY, BinlogBuilder, maria_gtid_body, query_body
+from binrelay.errors import BinlogFormatError
 from binrelay.position import Position, SubdirName
 from binrelay.relay.layout import RelayMeta, write_index, write_meta
 from binrelay.relay.relaydir import RelayView, durable_end, earliest
 from binrelay.relay.txnscan import DDL, DML, OTHER, SERIAL, transaction_ends
+from binrelay.spark.decode import decode_segment
 from binrelay.spark.planning import advance, next_batch, plan_partitions, relay_bytes
 from relaydir_builder import make_relay_dir
 
@@ -65,6 +69,56 @@ def test_a_group_rolled_back_upstream_is_replayed_as_it_is(tmp_path: Path) -> No
     _relay(tmp_path, [b])
     ends = transaction_ends(tmp_path / str(SUB) / "mysql-bin.000001", 4, len(b.data))
     assert [e.kind for e in ends][-2:] == [DML, SERIAL]
+
+
+
+def _group(b: BinlogBuilder, steps: list[int | str], end: str = "COMMIT") -> None:
+    """A MariaDB group logged with its statements: a row (an int) or a Query."""
+    seq = b._seq(0, None)
+    b.add(MARIA_GTID, maria_gtid_body(seq, 0), flags=8)
+    b.add(QUERY, query_body("BEGIN", db="app"), flags=8)
+    for step in steps:
+        for etype, body in ([(QUERY, query_body(step, db="app"))] if isinstance(step, str)
+                            else b._rows([step])):
+            b.add(etype, body, flags=8)
+    b._commit_maria(0, b.server_id, seq)
+    b.add(QUERY, query_body(end, db="app"), boundary=True, flags=8)
+
+
+def _flags(relay: Path) -> list[tuple[int | None, bool]]:
+    out = []
+    for segment in plan_partitions(relay, earliest(relay), durable_end(relay)):
+        for batch in decode_segment(relay, segment):
+            for after, rolled_back in zip(batch.column("after").to_pylist(),
+                                          batch.column("rolled_back").to_pylist(),
+                                          strict=True):
+                out.append((None if after is None else int(after[0]), rolled_back))
+    return out
+
+
+def test_the_source_flags_what_a_rollback_to_undid(tmp_path: Path) -> None:
+    """A ROLLBACK TO undoes what followed the latest SAVEPOINT of that name (compared
+    without case), and the savepoints set after it; a ROLLBACK the whole group."""
+    b = BinlogBuilder()
+    b.gtid_list([])
+    _group(b, [1, "SAVEPOINT `a`", 2, "SAVEPOINT `b`", 3, "ROLLBACK TO `a`", 4,
+               "SAVEPOINT `a`", 5, "ROLLBACK TO `A`", 6, "RELEASE SAVEPOINT `a`", 7])
+    _group(b, [8, "SAVEPOINT `c`", 9], end="ROLLBACK")
+    b.trx([10])
+    _relay(tmp_path, [b])
+    assert [f for f in _flags(tmp_path) if f[0] is not None] == [
+        (1, False), (2, True), (3, True), (4, False), (5, True), (6, False), (7, False),
+        (8, True), (9, True), (10, False)]
+
+
+def test_a_rollback_to_an_unknown_savepoint_is_refused(tmp_path: Path) -> None:
+    b = BinlogBuilder()
+    b.gtid_list([])
+    _group(b, [1, "SAVEPOINT `a`", 2, "SAVEPOINT `b`", "ROLLBACK TO `a`", 3,
+               "ROLLBACK TO `b`"])
+    _relay(tmp_path, [b])
+    with pytest.raises(BinlogFormatError, match="did not set"):
+        _flags(tmp_path)
 
 
 def test_offsets_round_trip(tmp_path: Path) -> None:

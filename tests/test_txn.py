@@ -9,7 +9,7 @@ import pytest
 import binlog_builder as bb
 from binrelay.binlog import constants as c
 from binrelay.binlog.parse import parse_format_description, parse_mysql_gtid
-from binrelay.binlog.txn import TxnTracker, needs_query_prefix
+from binrelay.binlog.txn import TxnTracker, needs_query_prefix, savepoint_action
 from binrelay.gtid import MysqlGtidSet
 from binrelay.relay.progress import Progress
 from binrelay.testing.sandbox import MariaDBServer
@@ -399,3 +399,19 @@ def test_real_mariadb_groups(mariadb: MariaDBServer) -> None:
         assert progress.gtid_text() == final
     assert files[0].count(b"ROLLBACK TO `s1`") == 1
     assert files[0].count(b"XA END") >= 3
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("SAVEPOINT `s1`", ("set", "s1")),
+    ("  savepoint S1", ("set", "s1")),
+    ("ROLLBACK TO `S1`", ("rollback", "s1")),
+    ("ROLLBACK WORK TO SAVEPOINT `a``b`", ("rollback", "a`b")),
+    ("rollback to `two words`", ("rollback", "two words")),
+    ("RELEASE SAVEPOINT `s1`", ("release", "s1")),
+    ("ROLLBACK", None), ("COMMIT", None), ("SAVEPOINT a b", None),
+    ("INSERT INTO t VALUES (1)", None), ("ROLLBACK TO", None),
+])
+def test_savepoint_statements(text: str, expected: tuple[str, str] | None) -> None:
+    """What the source needs to tell the rows a ROLLBACK TO undid: the savepoint's name as
+    the server compares it (case-insensitively), from the statements as logged."""
+    assert savepoint_action(text) == expected

@@ -14,6 +14,8 @@ transaction in two.  The rules, per flavour:
 
 from __future__ import annotations
 
+import re
+
 from binrelay.binlog import constants as c
 
 #: A tracker's states (``TxnTracker.state``): outside a group, after a MySQL GTID event,
@@ -140,6 +142,29 @@ def is_rollback(prefix: bytes) -> bool:
     """ROLLBACK ending a BEGIN ... group: the upstream undid its transactional changes (it
     logs the group when the group also changed a non-transactional or temporary table)."""
     return ends_transaction(prefix) and prefix.lstrip().upper().startswith(b"ROLLBACK")
+
+
+_NAME = r"(`(?:[^`]|``)+`|[^\s`;]+)"
+_SAVEPOINT_ACTIONS = (
+    ("set", re.compile(r"\s*SAVEPOINT\s+" + _NAME + r"\s*;?\s*$", re.I)),
+    ("release", re.compile(r"\s*RELEASE\s+SAVEPOINT\s+" + _NAME + r"\s*;?\s*$", re.I)),
+    ("rollback", re.compile(r"\s*ROLLBACK\s+(?:WORK\s+)?TO\s+(?:SAVEPOINT\s+)?" + _NAME
+                            + r"\s*;?\s*$", re.I)),
+)
+
+
+def savepoint_action(text: str) -> tuple[str, str] | None:
+    """Of a logged SAVEPOINT, RELEASE SAVEPOINT or ROLLBACK TO statement: what it does
+    ("set", "release", "rollback") and the savepoint's name as the server compares it
+    (case-insensitively, backticks undone); None for any other statement."""
+    for action, pattern in _SAVEPOINT_ACTIONS:
+        m = pattern.match(text)
+        if m is not None:
+            name = m.group(1)
+            if name.startswith("`"):
+                name = name[1:-1].replace("``", "`")
+            return action, name.casefold()
+    return None
 
 
 #: Events whose statement text (its start) the tracker needs.

@@ -15,6 +15,9 @@
 | before_kinds, after_kinds | string | a letter per column: ``i`` integer, ``s`` text, |
 | | | ``b`` bytes, ``n`` NULL, ``a`` absent from the image |
 | query | string | the statement, for ``ddl`` rows |
+| rolled_back | boolean | the upstream rolled back the change's transaction (it ended in |
+| | | ``ROLLBACK``), or a ``ROLLBACK TO`` undid it: it stayed only in a |
+| | | non-transactional table (MyISAM, Aria...) or a temporary one |
 
 Values are lossless: integers as their decimal text, text columns as UTF-8, binary columns
 and geometry as their bytes, and every other type (DECIMAL, FLOAT, DOUBLE, dates and times,
@@ -45,12 +48,12 @@ SCHEMA_DDL = (
     "subdir string, file string, pos bigint, end_pos bigint, row int, gtid string, "
     "commit_ts bigint, schema string, table string, op string, columns array<string>, "
     "key array<int>, before array<binary>, before_kinds string, after array<binary>, "
-    "after_kinds string, query string"
+    "after_kinds string, query string, rolled_back boolean"
 )
 
 FIELDS = ("subdir", "file", "pos", "end_pos", "row", "gtid", "commit_ts", "schema",
           "table", "op", "columns", "key", "before", "before_kinds", "after", "after_kinds",
-          "query")
+          "query", "rolled_back")
 
 Encoder = Callable[[tuple[Any, ...] | None], tuple[list[bytes | None] | None, str | None]]
 
@@ -65,7 +68,7 @@ def arrow_schema():
         ("op", pa.string()), ("columns", pa.list_(pa.string())), ("key", pa.list_(pa.int32())),
         ("before", pa.list_(pa.binary())), ("before_kinds", pa.string()),
         ("after", pa.list_(pa.binary())), ("after_kinds", pa.string()),
-        ("query", pa.string()),
+        ("query", pa.string()), ("rolled_back", pa.bool_()),
     ])
 
 
@@ -206,7 +209,8 @@ class RowBuilder:
             self._encoders[id(table)] = cached
         return cached[1], cached[2], cached[3]
 
-    def add_change(self, change: RowChange, commit_ts: int, row: int) -> None:
+    def add_change(self, change: RowChange, commit_ts: int, row: int,
+                   rolled_back: bool = False) -> None:
         encode, names, key = self._encoder(change.table)
         before, before_kinds = encode(change.before)
         after, after_kinds = encode(change.after)
@@ -229,16 +233,17 @@ class RowBuilder:
         c["after"].append(after)
         c["after_kinds"].append(after_kinds)
         c["query"].append(None)
+        c["rolled_back"].append(rolled_back)
 
     def add_ddl(self, *, pos: int, end_pos: int, gtid: str | None, commit_ts: int, schema: str,
-                query: str) -> None:
+                query: str, rolled_back: bool = False) -> None:
         c = self.cols
         for name, value in (("subdir", self.subdir), ("file", self.file), ("pos", pos),
                             ("end_pos", end_pos), ("row", 0), ("gtid", gtid),
                             ("commit_ts", commit_ts), ("schema", schema), ("table", None),
                             ("op", "ddl"), ("columns", []), ("key", []), ("before", None),
                             ("before_kinds", None), ("after", None), ("after_kinds", None),
-                            ("query", query)):
+                            ("query", query), ("rolled_back", rolled_back)):
             c[name].append(value)
 
     def flush(self):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from binrelay.apply.statement_sql import runs_as_logged
 from binrelay.binlog.bytes import U32
 from binrelay.binlog.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
 from binrelay.binlog.framing import iter_events
-from binrelay.binlog.txn import is_transaction_control
+from binrelay.binlog.txn import is_rollback, is_transaction_control, savepoint_action
 from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.relaydir import RelayView
 from binrelay.relay.scan import read_fde, read_fde_event
@@ -49,19 +50,43 @@ def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
                                      "from the upstream past this position")
     if segment.kind == "xa" and not xa_committed(relay_dir, segment):
         return  # rolled back upstream: none of it happened
+    undone = NOTHING_UNDONE
     if segment.kind != "dml":
         # DDL, and the statements of a transaction replayed as it is (statement-format
         # DML, CREATE ... SELECT), as "ddl" rows; its row changes follow.
-        yield from _ddl_rows(path, segment)
+        statements, undone = _statements(path, segment)
+        if statements:
+            rows = RowBuilder(segment.subdir, segment.file)
+            for statement in statements:
+                rows.add_ddl(**statement, rolled_back=undone(statement["pos"]))
+            yield rows.flush()
         if segment.kind == "ddl":
             return
     rows = RowBuilder(segment.subdir, segment.file)
-    for change, ts, _pos, row in numbered_changes(relay_dir, segment):
-        rows.add_change(change, ts, row)
+    for change, ts, pos, row in numbered_changes(relay_dir, segment):
+        rows.add_change(change, ts, row, undone(pos))
         if len(rows) >= _BATCH_ROWS:
             yield rows.flush()
     if len(rows):
         yield rows.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class Undone:
+    """What the upstream undid of one transaction: all of it (it ended in ROLLBACK), or the
+    changes between a SAVEPOINT and a ROLLBACK TO it (``spans``, event offsets).  Such a
+    group is logged when it also changed a non-transactional table (or made a temporary
+    one), whose changes the rollback could not undo: the source shows every change, each
+    with ``rolled_back``, and only the reader knows which tables are transactional."""
+
+    whole: bool = False
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def __call__(self, pos: int) -> bool:
+        return self.whole or any(start < pos < end for start, end in self.spans)
+
+
+NOTHING_UNDONE = Undone()
 
 
 def xa_committed(relay_dir: Path, segment: Segment) -> bool:
@@ -148,23 +173,47 @@ def _check_whole(f: Any, path: Path, segment: Segment) -> None:
                                  "checkpoint over the relay as it now is")
 
 
-def _ddl_rows(path: Path, segment: Segment) -> Iterator[Any]:
-    rows = RowBuilder(segment.subdir, segment.file)
+def _statements(path: Path, segment: Segment) -> tuple[list[dict[str, Any]], Undone]:
+    """The statements of a DDL or serial partition, as ``RowBuilder.add_ddl`` takes them,
+    and what its ROLLBACK or ROLLBACK TO statements undid."""
     fde = read_fde(path)
     if fde is None:
         raise RelayDirError(f"relay file {path} has no valid binlog header")
     decoder = EventDecoder(path=str(path))
     decoder.decode(fde_bytes(path), 4)
     gtid: str | None = None
+    statements: list[dict[str, Any]] = []
+    savepoints: dict[str, int] = {}
+    spans: list[tuple[int, int]] = []
+    whole = False
     with open(path, "rb") as f:
         for pos, raw in iter_events(f, segment.start, segment.stop,
                                     checksum_alg=fde.checksum_alg, path=str(path)):
             ev = decoder.decode(raw, pos)
             if isinstance(ev, MariadbGtidEvent | MysqlGtidEvent):
                 gtid = ev.gtid
-            elif isinstance(ev, QueryEvent) and runs_as_logged(ev.status) and \
-                    not is_transaction_control(ev.raw_query[:32]):
-                rows.add_ddl(pos=pos, end_pos=pos + len(raw), gtid=gtid,
-                             commit_ts=ev.header.timestamp, schema=ev.schema, query=ev.query)
-    if len(rows):
-        yield rows.flush()
+            elif not isinstance(ev, QueryEvent) or not runs_as_logged(ev.status):
+                continue
+            elif not is_transaction_control(ev.raw_query[:32]):
+                statements.append({"pos": pos, "end_pos": pos + len(raw), "gtid": gtid,
+                                   "commit_ts": ev.header.timestamp, "schema": ev.schema,
+                                   "query": ev.query})
+            elif is_rollback(ev.raw_query[:32]):
+                whole = True
+            else:
+                action = savepoint_action(ev.query)
+                if action is None:
+                    continue
+                what, name = action
+                if what == "set":
+                    savepoints[name] = pos
+                elif what == "rollback":
+                    start = savepoints.get(name)
+                    if start is None:
+                        raise BinlogFormatError(
+                            f"ROLLBACK TO a savepoint its transaction did not set: "
+                            f"{ev.query[:80]!r}", path=str(path), offset=pos)
+                    spans.append((start, pos))
+                    # (The savepoints set after it are gone, as upstream.)
+                    savepoints = {n: p for n, p in savepoints.items() if p <= start}
+    return statements, Undone(whole, tuple(spans))
