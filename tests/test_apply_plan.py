@@ -519,7 +519,12 @@ def test_a_triggers_table(statement: str, table: TableRef | None) -> None:
     ("alter table a rename column x to y", TablesGone(renames=True)),
     ("/*!50000RENAME TABLE t TO u */", TablesGone(renames=True)),
     ("/*M!100100RENAME TABLE t TO u */", TablesGone(renames=True)),
+    ("CREATE OR REPLACE TABLE t (id INT)", TablesGone((TableRef("d", "t"),))),
+    ("create or replace table `x`.`y` AS SELECT 1", TablesGone((TableRef("x", "y"),))),
+    ("CREATE OR REPLACE TABLE x.y(id INT)", TablesGone((TableRef("x", "y"),))),
     # Not read for certain: nothing forgotten.
+    ("CREATE OR REPLACE TEMPORARY TABLE t (id INT)", None),
+    ("CREATE OR REPLACE TABLE t/*x*/(id INT)", None),
     ("DROP TEMPORARY TABLE t", None),
     ("DROP TABLE t WAIT 5", None),
     ('DROP TABLE "t"', None),

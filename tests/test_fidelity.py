@@ -135,7 +135,8 @@ def test_a_downstream_trigger_stops_the_sync(env: Env, spark) -> None:
     assert env.downstream.scalar("SELECT COUNT(*) FROM app.t") == 0
 
 
-# A trigger goes with its table: dropped with it (DROP TABLE, DROP DATABASE); it then fires
+# A trigger goes with its table: dropped with it (DROP TABLE, DROP DATABASE, CREATE OR
+# REPLACE TABLE); it then fires
 # for no statement, which binrelay replays (in statement format).  One on a renamed table
 # still does: that statement stops.
 TRIGGERS_GONE = [
@@ -148,6 +149,9 @@ TRIGGERS_GONE = [
     "CREATE TRIGGER app.tt BEFORE INSERT ON app.t FOR EACH ROW SET NEW.id = NEW.id + 1",
     "CREATE TRIGGER app.tr BEFORE INSERT ON r FOR EACH ROW SET NEW.id = NEW.id + 1",
     "CREATE TRIGGER app2.tw AFTER UPDATE ON app2.w FOR EACH ROW SET @x = 1",
+    "CREATE TABLE app.o (id INT PRIMARY KEY)",
+    "CREATE TRIGGER app.t_o BEFORE INSERT ON app.o FOR EACH ROW SET NEW.id = NEW.id + 1",
+    "CREATE OR REPLACE TABLE app.o (id INT PRIMARY KEY, x INT)",
     "DROP TABLE app.t",
     "DROP DATABASE app2",
     "DROP TABLE app.r",

@@ -587,6 +587,9 @@ _DROP_TABLES = re.compile(
 _DROP_DATABASE = re.compile(
     rf"DROP\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?({_PLAIN_NAME}){_STATEMENT_END}",
     re.IGNORECASE | re.DOTALL)
+#: CREATE OR REPLACE TABLE drops the table it names first (a temporary one has no trigger).
+_REPLACE_TABLE = re.compile(rf"CREATE\s+OR\s+REPLACE\s+TABLE\s+({_PLAIN_QNAME})(?=[\s(])",
+                            re.IGNORECASE)
 #: (Not after a letter: ``/*!50000RENAME TABLE ...*/`` renames too.)
 _RENAME_WORD = re.compile(r"(?<![A-Za-z_$])RENAME(?![A-Za-z0-9_$])", re.IGNORECASE)
 
@@ -595,7 +598,8 @@ _RENAME_WORD = re.compile(r"(?<![A-Za-z_$])RENAME(?![A-Za-z0-9_$])", re.IGNORECA
 class TablesGone:
     """What a DDL does to the tables triggers are on (:func:`tables_gone`)."""
 
-    #: Tables a DROP TABLE drops, a schema a DROP DATABASE drops (with their triggers).
+    #: Tables a DROP TABLE (or a CREATE OR REPLACE TABLE) drops, a schema a DROP DATABASE
+    #: drops (with their triggers).
     tables: tuple[TableRef, ...] = ()
     schema: str | None = None
     #: It may rename a table (its triggers go along): any RENAME.
@@ -604,9 +608,9 @@ class TablesGone:
 
 def tables_gone(statement: str, schema: str | None) -> TablesGone | None:
     """What ``statement`` does to tables with triggers, as far as it is read for certain:
-    the tables a DROP TABLE names, the schema of a DROP DATABASE; any statement with the
-    word RENAME (RENAME TABLE, ALTER TABLE ... RENAME, RENAME COLUMN too) may rename one.
-    None: nothing of that."""
+    the tables a DROP TABLE names, the table a CREATE OR REPLACE TABLE replaces, the schema
+    of a DROP DATABASE; any statement with the word RENAME (RENAME TABLE, ALTER TABLE ...
+    RENAME, RENAME COLUMN too) may rename one.  None: nothing of that."""
     statement = statement_proper(statement)
     body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
     if _RENAME_WORD.search(body):
@@ -618,6 +622,10 @@ def tables_gone(statement: str, schema: str | None) -> TablesGone | None:
     m = _DROP_DATABASE.match(body)
     if m is not None:
         return TablesGone(schema=_unquote(m.group(1)))
+    m = _REPLACE_TABLE.match(body)
+    if m is not None:
+        name = _split_qname(m.group(1), schema)
+        return None if name is None else TablesGone(tables=(name,))
     return None
 
 
