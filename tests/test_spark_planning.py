@@ -102,7 +102,7 @@ def test_the_source_flags_what_a_rollback_to_undid(tmp_path: Path) -> None:
     b = BinlogBuilder()
     b.gtid_list([])
     _group(b, [1, "SAVEPOINT `a`", 2, "SAVEPOINT `b`", 3, "ROLLBACK TO `a`", 4,
-               "SAVEPOINT `a`", 5, "ROLLBACK TO `A`", 6, "RELEASE SAVEPOINT `a`", 7])
+               'SAVEPOINT "a"', 5, "ROLLBACK TO `A`", 6, "RELEASE SAVEPOINT `a`", 7])
     _group(b, [8, "SAVEPOINT `c`", 9], end="ROLLBACK")
     b.trx([10])
     _relay(tmp_path, [b])
@@ -118,6 +118,15 @@ def test_a_rollback_to_an_unknown_savepoint_is_refused(tmp_path: Path) -> None:
                "ROLLBACK TO `b`"])
     _relay(tmp_path, [b])
     with pytest.raises(BinlogFormatError, match="did not set"):
+        _flags(tmp_path)
+
+
+def test_a_savepoint_that_cannot_be_read_is_refused(tmp_path: Path) -> None:
+    b = BinlogBuilder()
+    b.gtid_list([])
+    _group(b, [1, "SAVEPOINT /* x */ `a`", 2, "ROLLBACK TO `a`", 3])
+    _relay(tmp_path, [b])
+    with pytest.raises(BinlogFormatError, match="cannot be read"):
         _flags(tmp_path)
 
 

@@ -15,6 +15,7 @@ transaction in two.  The rules, per flavour:
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from binrelay.binlog import constants as c
 
@@ -144,7 +145,7 @@ def is_rollback(prefix: bytes) -> bool:
     return ends_transaction(prefix) and prefix.lstrip().upper().startswith(b"ROLLBACK")
 
 
-_NAME = r"(`(?:[^`]|``)+`|[^\s`;]+)"
+_NAME = r'(`(?:[^`]|``)+`|"(?:[^"]|"")+"|[^\s`";]+)'
 _SAVEPOINT_ACTIONS = (
     ("set", re.compile(r"\s*SAVEPOINT\s+" + _NAME + r"\s*;?\s*$", re.I)),
     ("release", re.compile(r"\s*RELEASE\s+SAVEPOINT\s+" + _NAME + r"\s*;?\s*$", re.I)),
@@ -156,15 +157,24 @@ _SAVEPOINT_ACTIONS = (
 def savepoint_action(text: str) -> tuple[str, str] | None:
     """Of a logged SAVEPOINT, RELEASE SAVEPOINT or ROLLBACK TO statement: what it does
     ("set", "release", "rollback") and the savepoint's name as the server compares it
-    (case-insensitively, backticks undone); None for any other statement."""
+    (:func:`savepoint_key`, quotes undone: backticks, or double quotes under ANSI_QUOTES);
+    None for any other statement."""
     for action, pattern in _SAVEPOINT_ACTIONS:
         m = pattern.match(text)
         if m is not None:
             name = m.group(1)
-            if name.startswith("`"):
-                name = name[1:-1].replace("``", "`")
-            return action, name.casefold()
+            if name[0] in "`\"":
+                name = name[1:-1].replace(name[0] * 2, name[0])
+            return action, savepoint_key(name)
     return None
+
+
+def savepoint_key(name: str) -> str:
+    """A savepoint name as the server compares names (utf8mb3_general_ci, close enough:
+    case and accents ignored, trailing spaces too)."""
+    bare = "".join(ch for ch in unicodedata.normalize("NFD", name)
+                   if not unicodedata.combining(ch))
+    return "".join(ch.upper() if len(ch.upper()) == 1 else ch for ch in bare).rstrip(" ")
 
 
 #: Events whose statement text (its start) the tracker needs.

@@ -17,7 +17,8 @@
 | query | string | the statement, for ``ddl`` rows |
 | rolled_back | boolean | the upstream rolled back the change's transaction (it ended in |
 | | | ``ROLLBACK``), or a ``ROLLBACK TO`` undid it: it stayed only in a |
-| | | non-transactional table (MyISAM, Aria...) or a temporary one |
+| | | non-transactional table (MyISAM, Aria...), and a CREATE or DROP |
+| | | TEMPORARY TABLE stayed |
 
 Values are lossless: integers as their decimal text, text columns as UTF-8, binary columns
 and geometry as their bytes, and every other type (DECIMAL, FLOAT, DOUBLE, dates and times,

@@ -19,7 +19,12 @@ from binrelay.apply.statement_sql import runs_as_logged
 from binrelay.binlog.bytes import U32
 from binrelay.binlog.events import MariadbGtidEvent, MysqlGtidEvent, QueryEvent
 from binrelay.binlog.framing import iter_events
-from binrelay.binlog.txn import is_rollback, is_transaction_control, savepoint_action
+from binrelay.binlog.txn import (
+    is_rollback,
+    is_savepoint_statement,
+    is_transaction_control,
+    savepoint_action,
+)
 from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.relaydir import RelayView
 from binrelay.relay.scan import read_fde, read_fde_event
@@ -198,12 +203,16 @@ def _statements(path: Path, segment: Segment) -> tuple[list[dict[str, Any]], Und
                 statements.append({"pos": pos, "end_pos": pos + len(raw), "gtid": gtid,
                                    "commit_ts": ev.header.timestamp, "schema": ev.schema,
                                    "query": ev.query})
-            elif is_rollback(ev.raw_query[:32]):
-                whole = True
+            elif (action := savepoint_action(ev.query)) is None:
+                if is_rollback(ev.raw_query[:32]):
+                    whole = True
+                elif is_savepoint_statement(ev.raw_query[:32]):
+                    raise BinlogFormatError(
+                        f"a savepoint statement whose savepoint cannot be read: "
+                        f"{ev.query[:80]!r}", path=str(path), offset=pos,
+                        hint="the changes it undid cannot be told apart; read the relay "
+                             "log from a position after this transaction")
             else:
-                action = savepoint_action(ev.query)
-                if action is None:
-                    continue
                 what, name = action
                 if what == "set":
                     savepoints[name] = pos
