@@ -469,3 +469,32 @@ def test_skipped_triggers_kept_by_an_older_release(conn: Any) -> None:
         triggers.record(cur, "drop", TableRef("app", "TR"))
         assert triggers.any(cur) == "app.tr"
     conn.commit()
+
+
+def test_no_trigger_skipped_costs_no_round_trip(conn: Any) -> None:
+    """With no trigger recorded for the pipeline (read when the table is made), a DDL's
+    bookkeeping and a statement's check send nothing; the first trigger recorded turns
+    both on again, and a new start reads the records again."""
+    from binrelay.apply.ddl import LeftContext
+    from binrelay.apply.replay import SkippedTriggers
+
+    apply_ddl(conn, None, "CREATE DATABASE IF NOT EXISTS trig_none")
+    with conn.cursor() as cur:
+        triggers = SkippedTriggers("trig_none", "p")
+        triggers.create(cur)
+        cur.execute("SHOW SESSION STATUS LIKE 'Questions'")
+        before = int(cur.fetchone()[1])
+        left = LeftContext()
+        triggers.after_ddl(left, "DROP TABLE t", "app")
+        assert not left.followups
+        assert triggers.any(cur) is None
+        cur.execute("SHOW SESSION STATUS LIKE 'Questions'")
+        assert int(cur.fetchone()[1]) == before + 1  # (the SHOW itself)
+        triggers.record(cur, "create", TableRef("app", "tg"), TableRef("app", "t"))
+        triggers.after_ddl(left, "ALTER TABLE app.t RENAME TO app.u", "app")
+        assert len(left.followups) == 1
+        assert triggers.any(cur) == "app.tg"
+        again = SkippedTriggers("trig_none", "p")
+        again.create(cur)
+        assert again.any(cur) == "app.tg"
+    conn.rollback()

@@ -154,6 +154,10 @@ class SkippedTriggers:
 
     schema: str
     pipeline: str
+    #: Whether the pipeline may hold a record: False once :meth:`create` read none, True
+    #: again from the first trigger recorded.  While False, neither what a DDL does to
+    #: triggers' tables nor a statement's check needs a round trip.
+    _held: list[bool] = field(default_factory=lambda: [True], compare=False, repr=False)
 
     @property
     def table(self) -> TableRef:
@@ -181,6 +185,7 @@ class SkippedTriggers:
             cur.execute(f"ALTER TABLE {quote_table(self.table)} MODIFY trigger_schema {name}"
                         f" NOT NULL, MODIFY trigger_name {name} NOT NULL, ADD COLUMN"
                         f" table_schema {name} NULL, ADD COLUMN table_name {name} NULL")
+        self._held[0] = self._first(cur) is not None
 
     def record(self, cur: Any, what: str, name: TableRef | None,
                table: TableRef | None = None) -> None:
@@ -188,6 +193,7 @@ class SkippedTriggers:
             return
         t = self._t()
         if what == "create":
+            self._held[0] = True
             cur.execute(f"REPLACE INTO {t} (pipeline, trigger_schema, trigger_name,"
                         " table_schema, table_name) VALUES (%s, %s, %s, %s, %s)",
                         (self.pipeline, name.schema, name.table,
@@ -201,7 +207,7 @@ class SkippedTriggers:
         """What a DDL the downstream ran does to the triggers' tables, noted once the
         connection is settled (in order with the triggers recorded, before any statement
         is checked, and before the batch's checkpoint)."""
-        gone = tables_gone(statement, schema)
+        gone = tables_gone(statement, schema) if self._held[0] else None
         if gone is not None:
             left.followups.append(lambda cur: self._follow(cur, gone))
 
@@ -219,6 +225,10 @@ class SkippedTriggers:
                         (self.pipeline, gone.schema))
 
     def any(self, cur: Any) -> str | None:
+        """A trigger skipped that may still exist (``schema.name``), or None."""
+        return self._first(cur) if self._held[0] else None
+
+    def _first(self, cur: Any) -> str | None:
         t = self._t()
         cur.execute(f"SELECT trigger_schema, trigger_name FROM {t} WHERE pipeline = %s"
                     " LIMIT 1", (self.pipeline,))
