@@ -68,8 +68,9 @@ def decode_segment(relay_dir: Path, segment: Segment) -> Iterator[Any]:
         if segment.kind == "ddl":
             return
     rows = RowBuilder(segment.subdir, segment.file)
+    spans = undone.spans  # (per change only where a ROLLBACK TO undid some)
     for change, ts, pos, row in numbered_changes(relay_dir, segment):
-        rows.add_change(change, ts, row, undone(pos))
+        rows.add_change(change, ts, row, undone(pos) if spans else undone.whole)
         if len(rows) >= _BATCH_ROWS:
             yield rows.flush()
     if len(rows):
