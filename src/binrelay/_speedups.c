@@ -21,7 +21,9 @@
  * value.
  *
  * And the read tasks' compaction loop (fold_images; spark/compact.py's fold_images_python is
- * its specification): the last operation per key of a rows event's images.
+ * its specification): the last operation per key of a rows event's images; and the
+ * per-event loop around it for keyed tables (fold_events; the scanner's and compact_segment's
+ * Python, which takes every event this leaves, is its specification).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1291,27 +1293,17 @@ slow:
     return TUPLE_SLOW;
 }
 
-static PyObject *image_tuples(PyObject *self, PyObject *args)
+/* A rows event's (before, after) images in d[p:stop] (op 0 insert, 1 update, 2 delete):
+ * a new list, Py_None (a new reference) when a value needs the Python decoders, or NULL with
+ * an error set. */
+static PyObject *images_of(const unsigned char *d, Py_ssize_t p, Py_ssize_t stop, int op,
+                           PyObject *plan, PyObject *plan_after)
 {
-    Py_buffer data;
-    Py_ssize_t p, stop;
-    int op;
-    PyObject *plan, *plan_after;
-    if (!PyArg_ParseTuple(args, "y*nniSO", &data, &p, &stop, &op, &plan, &plan_after))
-        return NULL;
-    PyObject *out = NULL;
-    if (p < 0 || stop > data.len || p > stop || op < 0 || op > 2 ||
-        (op == 1 && !PyBytes_Check(plan_after))) {
-        out = Py_None;
-        Py_INCREF(out);
-        goto done;
-    }
-    const unsigned char *d = data.buf;
     const unsigned char *pl = (const unsigned char *)PyBytes_AS_STRING(plan);
     Py_ssize_t pl_len = PyBytes_GET_SIZE(plan);
-    out = PyList_New(0);
+    PyObject *out = PyList_New(0);
     if (out == NULL)
-        goto done;
+        return NULL;
     while (p < stop) {
         PyObject *first = tuple_image(d, &p, stop, pl, pl_len), *second = NULL, *pair;
         if (first == NULL || first == TUPLE_SLOW)
@@ -1334,20 +1326,38 @@ static PyObject *image_tuples(PyObject *self, PyObject *args)
         Py_DECREF(first);
         if (pair == NULL || PyList_Append(out, pair) < 0) {
             Py_XDECREF(pair);
-            Py_CLEAR(out);
-            goto done;
+            Py_DECREF(out);
+            return NULL;
         }
         Py_DECREF(pair);
         continue;
     give_up:
-        Py_CLEAR(out);
+        Py_DECREF(out);
         if (first == TUPLE_SLOW) {
-            out = Py_None;
-            Py_INCREF(out);
+            Py_INCREF(Py_None);
+            return Py_None;
         }
-        goto done;
+        return NULL;
     }
-done:
+    return out;
+}
+
+static PyObject *image_tuples(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t p, stop;
+    int op;
+    PyObject *plan, *plan_after;
+    if (!PyArg_ParseTuple(args, "y*nniSO", &data, &p, &stop, &op, &plan, &plan_after))
+        return NULL;
+    PyObject *out;
+    if (p < 0 || stop > data.len || p > stop || op < 0 || op > 2 ||
+        (op == 1 && !PyBytes_Check(plan_after))) {
+        out = Py_None;
+        Py_INCREF(out);
+    } else {
+        out = images_of(data.buf, p, stop, op, plan, plan_after);
+    }
     PyBuffer_Release(&data);
     return out;
 }
@@ -1394,16 +1404,8 @@ static int record_last(PyObject *last, PyObject *key, PyObject *position, PyObje
     return rc;
 }
 
-static PyObject *fold_images(PyObject *self, PyObject *args)
+static PyObject *absent_value(void)
 {
-    PyObject *last, *images, *key, *seq, *file_no, *offset;
-    int op;
-    Py_ssize_t row;
-    if (!PyArg_ParseTuple(args, "O!OiO!OOOn", &PyDict_Type, &last, &images, &op,
-                          &PyTuple_Type, &key, &seq, &file_no, &offset, &row))
-        return NULL;
-    if (op < 0 || op > 2)
-        return PyLong_FromLong(0);
     static PyObject *absent = NULL; /* rows/compiler.py's ABSENT: a singleton, kept */
     if (absent == NULL) {
         PyObject *compiler = PyImport_ImportModule("binrelay.rows.compiler");
@@ -1411,14 +1413,19 @@ static PyObject *fold_images(PyObject *self, PyObject *args)
             return NULL;
         absent = PyObject_GetAttrString(compiler, "ABSENT");
         Py_DECREF(compiler);
-        if (absent == NULL)
-            return NULL;
     }
-    PyObject *items = PySequence_Fast(images, "images must be a sequence");
-    if (items == NULL)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(items), i;
-    PyObject **pairs = PySequence_Fast_ITEMS(items);
+    return absent;
+}
+
+/* The images pairs[0:n] folded into last; how many were taken, or -1 with an error set. */
+static Py_ssize_t fold_pairs(PyObject *last, PyObject **pairs, Py_ssize_t n, int op,
+                             PyObject *key, PyObject *seq, PyObject *file_no, PyObject *offset,
+                             Py_ssize_t row)
+{
+    PyObject *absent = absent_value();
+    if (absent == NULL)
+        return -1;
+    Py_ssize_t i;
     for (i = 0; i < n; i++) {
         PyObject *pair = pairs[i];
         if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
@@ -1444,7 +1451,7 @@ static PyObject *fold_images(PyObject *self, PyObject *args)
             }
         }
         if (r < 0)
-            goto error;
+            return -1;
         if (r == 0)
             break;
         PyObject *number = PyLong_FromSsize_t(row + i);
@@ -1461,12 +1468,251 @@ static PyObject *fold_images(PyObject *self, PyObject *args)
         Py_XDECREF(ka);
         Py_XDECREF(kb);
         if (rc < 0)
-            goto error;
+            return -1;
     }
+    return i;
+}
+
+static PyObject *fold_images(PyObject *self, PyObject *args)
+{
+    PyObject *last, *images, *key, *seq, *file_no, *offset;
+    int op;
+    Py_ssize_t row;
+    if (!PyArg_ParseTuple(args, "O!OiO!OOOn", &PyDict_Type, &last, &images, &op,
+                          &PyTuple_Type, &key, &seq, &file_no, &offset, &row))
+        return NULL;
+    if (op < 0 || op > 2)
+        return PyLong_FromLong(0);
+    PyObject *items = PySequence_Fast(images, "images must be a sequence");
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t taken = fold_pairs(last, PySequence_Fast_ITEMS(items),
+                                  PySequence_Fast_GET_SIZE(items), op, key, seq, file_no,
+                                  offset, row);
     Py_DECREF(items);
-    return PyLong_FromSsize_t(i);
+    return taken < 0 ? NULL : PyLong_FromSsize_t(taken);
+}
+
+/* fold_events(buf, events, i, checksum_len, cache, tables, ended, fast, layouts, seq,
+ *             file_no, file_offset, counts) -> (j, ended, gtid_at)
+ *
+ * The read task's per-event loop (rows/scanner.py's _scan with spark/compact.py's
+ * compact_segment is the specification) for the events of a walk (walk_events' list) from
+ * index i on: a MariaDB GTID event is noted (gtid_at: where the last one starts, else -1),
+ * a TABLE_MAP whose body the decoder's cache holds (cache: body -> TableMap) is added to
+ * the statement's tables (tables: table id -> TableMap; ended: a statement ended, so its
+ * ids are forgotten first), and a rows event of a table in fast (id(TableMap) -> (TableMap,
+ * last, key indexes, columns, plan)) with every column in its images, an event type in
+ * layouts (type -> (op, v2, table id length, post-header bytes to skip)) and images the
+ * plan decodes and fold_pairs takes whole, is folded into last and counted (counts[op]).
+ * It stops at the first event it does not take (j): Python takes that one, as it would
+ * have taken every event; what it already folded of it, folded again, ends the same. */
+static int full_bitmap(const unsigned char *b, Py_ssize_t ncols)
+{
+    Py_ssize_t whole = ncols >> 3;
+    for (Py_ssize_t k = 0; k < whole; k++)
+        if (b[k] != 0xFF)
+            return 0;
+    return (ncols & 7) == 0 || b[whole] == (1u << (ncols & 7)) - 1;
+}
+
+static int list_add(PyObject *counts, int op, Py_ssize_t n)
+{
+    PyObject *was = PyList_GET_ITEM(counts, op);
+    Py_ssize_t v = PyLong_AsSsize_t(was);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *now = PyLong_FromSsize_t(v + n);
+    if (now == NULL)
+        return -1;
+    PyList_SET_ITEM(counts, op, now);
+    Py_DECREF(was);
+    return 0;
+}
+
+/* 1: folded; 0: Python takes the event; -1: an error is set. */
+static int fold_rows_event(const unsigned char *d, Py_ssize_t pos, Py_ssize_t body_end,
+                           PyObject *layout, PyObject *tables, PyObject *fast, PyObject *seq,
+                           PyObject *file_no, Py_ssize_t offset, PyObject *counts, int *ended)
+{
+    if (!PyTuple_CheckExact(layout) || PyTuple_GET_SIZE(layout) != 4)
+        return 0;
+    long op = PyLong_AsLong(PyTuple_GET_ITEM(layout, 0));
+    long v2 = PyLong_AsLong(PyTuple_GET_ITEM(layout, 1));
+    long id_len = PyLong_AsLong(PyTuple_GET_ITEM(layout, 2));
+    long skip = PyLong_AsLong(PyTuple_GET_ITEM(layout, 3));
+    if (PyErr_Occurred())
+        return -1;
+    if (op < 0 || op > 2 || id_len < 1 || id_len > 8 || skip < 0)
+        return 0;
+    Py_ssize_t p0 = pos + 19, p = p0 + id_len + 2;
+    if (p + 1 > body_end)
+        return 0;
+    uint64_t table_id = le_uint(d + p0, (int)id_len);
+    unsigned flags = d[p - 2] | (unsigned)d[p - 1] << 8;
+    if (v2) {
+        if (p + 2 > body_end)
+            return 0;
+        unsigned extra_len = d[p] | (unsigned)d[p + 1] << 8;
+        if (extra_len < 2 || p + (Py_ssize_t)extra_len > body_end)
+            return 0;
+        p += extra_len;
+    }
+    p += skip;
+    if (p + 1 > body_end || d[p] >= 0xFB)
+        return 0;
+    Py_ssize_t ncols = d[p++], nbytes = (ncols + 7) >> 3;
+    if (p + nbytes * (op == 1 ? 2 : 1) > body_end || !full_bitmap(d + p, ncols))
+        return 0;
+    p += nbytes;
+    if (op == 1) {
+        if (!full_bitmap(d + p, ncols))
+            return 0;
+        p += nbytes;
+    }
+    PyObject *id = PyLong_FromUnsignedLongLong(table_id);
+    if (id == NULL)
+        return -1;
+    PyObject *table = PyDict_GetItemWithError(tables, id);
+    Py_DECREF(id);
+    if (table == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *handle = PyLong_FromVoidPtr(table);
+    if (handle == NULL)
+        return -1;
+    PyObject *entry = PyDict_GetItemWithError(fast, handle);
+    Py_DECREF(handle);
+    if (entry == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 5 ||
+        PyTuple_GET_ITEM(entry, 0) != table || !PyDict_CheckExact(PyTuple_GET_ITEM(entry, 1)) ||
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(entry, 2)) ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(entry, 4)))
+        return 0;
+    Py_ssize_t columns = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 3));
+    if (columns == -1 && PyErr_Occurred())
+        return -1;
+    if (columns != ncols)
+        return 0;
+    PyObject *plan = PyTuple_GET_ITEM(entry, 4);
+    PyObject *images = images_of(d, p, body_end, (int)op, plan, plan);
+    if (images == NULL) {
+        /* A corrupt image: Python reads it again and says what is wrong, and where. */
+        if (PyErr_ExceptionMatches(PyExc_MemoryError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (images == Py_None) {
+        Py_DECREF(images);
+        return 0;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(images);
+    PyObject *where = PyLong_FromSsize_t(offset);
+    Py_ssize_t taken = where == NULL ? -1 :
+        fold_pairs(PyTuple_GET_ITEM(entry, 1), PySequence_Fast_ITEMS(images), n, (int)op,
+                   PyTuple_GET_ITEM(entry, 2), seq, file_no, where, 0);
+    Py_XDECREF(where);
+    Py_DECREF(images);
+    if (taken < 0)
+        return -1;
+    if (taken < n)
+        return 0;
+    if (list_add(counts, (int)op, n) < 0)
+        return -1;
+    if (flags & 1) /* STMT_END_F */
+        *ended = 1;
+    return 1;
+}
+
+static PyObject *fold_events(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    PyObject *events, *cache, *tables, *fast, *layouts, *seq, *file_no, *counts;
+    Py_ssize_t i, checksum_len, file_offset;
+    int ended;
+    if (!PyArg_ParseTuple(args, "y*O!nnO!O!pO!O!OOnO!", &data, &PyList_Type, &events, &i,
+                          &checksum_len, &PyDict_Type, &cache, &PyDict_Type, &tables, &ended,
+                          &PyDict_Type, &fast, &PyDict_Type, &layouts, &seq, &file_no,
+                          &file_offset, &PyList_Type, &counts))
+        return NULL;
+    static PyObject *table_id_name = NULL;
+    if (table_id_name == NULL && (table_id_name = PyUnicode_InternFromString("table_id")) == NULL)
+        goto error;
+    if (PyList_GET_SIZE(counts) != 3) {
+        PyErr_SetString(PyExc_ValueError, "counts must have 3 entries");
+        goto error;
+    }
+    const unsigned char *d = data.buf;
+    Py_ssize_t n = PyList_GET_SIZE(events), gtid_at = -1;
+    for (; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(events, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3)
+            break;
+        long type = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+        Py_ssize_t pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 1));
+        Py_ssize_t ev_end = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 2));
+        if (PyErr_Occurred())
+            goto error;
+        Py_ssize_t body_end = ev_end - checksum_len;
+        if (pos < 0 || ev_end > data.len || body_end < pos + 19)
+            break;
+        if (type == GTID_EVENT) {
+            if (body_end - pos < 19 + 13)
+                break;
+            gtid_at = pos;
+            continue;
+        }
+        if (type == 19) { /* TABLE_MAP_EVENT */
+            PyObject *body = PyBytes_FromStringAndSize((const char *)d + pos + 19,
+                                                       body_end - pos - 19);
+            if (body == NULL)
+                goto error;
+            PyObject *table = PyDict_GetItemWithError(cache, body);
+            Py_DECREF(body);
+            if (table == NULL) {
+                if (PyErr_Occurred())
+                    goto error;
+                break;
+            }
+            Py_INCREF(table);
+            PyObject *id = PyObject_GetAttr(table, table_id_name);
+            if (id == NULL) {
+                Py_DECREF(table);
+                goto error;
+            }
+            if (ended) {
+                PyDict_Clear(tables);
+                ended = 0;
+            }
+            int rc = PyDict_SetItem(tables, id, table);
+            Py_DECREF(id);
+            Py_DECREF(table);
+            if (rc < 0)
+                goto error;
+            continue;
+        }
+        PyObject *type_key = PyLong_FromLong(type);
+        if (type_key == NULL)
+            goto error;
+        PyObject *layout = PyDict_GetItemWithError(layouts, type_key);
+        Py_DECREF(type_key);
+        if (layout == NULL) {
+            if (PyErr_Occurred())
+                goto error;
+            break;
+        }
+        int r = fold_rows_event(d, pos, body_end, layout, tables, fast, seq, file_no,
+                                file_offset + pos, counts, &ended);
+        if (r < 0)
+            goto error;
+        if (r == 0)
+            break;
+    }
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(nNn)", i, PyBool_FromLong(ended), gtid_at);
 error:
-    Py_DECREF(items);
+    PyBuffer_Release(&data);
     return NULL;
 }
 
@@ -1844,6 +2090,8 @@ static PyMethodDef methods[] = {
      "A rows event's (before, after) images as the row decoders make them, or None."},
     {"fold_images", fold_images, METH_VARARGS,
      "The read tasks' compaction loop (spark/compact.py's fold_images_python)."},
+    {"fold_events", fold_events, METH_VARARGS,
+     "The read task's per-event loop for keyed tables (rows/scanner.py, spark/compact.py)."},
     {"render_rows", render_rows, METH_VARARGS,
      "Rows as SQL literals for a multi-row statement (apply/sql.py's render_rows_python)."},
     {"render_tsv", render_tsv, METH_VARARGS,

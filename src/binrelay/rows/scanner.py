@@ -17,6 +17,7 @@ skips the events the scanner has no use for.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from binrelay.binlog import constants as c
@@ -27,6 +28,7 @@ from binrelay.rows.decoder import _ROWS_TYPES, EventDecoder
 from binrelay.rows.events import (
     DELETE,
     INSERT,
+    OP_CODES,
     Location,
     RowChange,
     RowDecoderFn,
@@ -57,6 +59,29 @@ _KINDS.update({
 #: start, stop, decoder of the first image, of the second), the images in data[start:stop].
 RowsRun = tuple[int, int, Location, TableMap, str, bool, int, int, bytes, int, int,
                 RowDecoderFn, RowDecoderFn | None]
+
+try:
+    from binrelay._speedups import fold_events as fold_events_c
+except ImportError:  # pragma: no cover - dev/setup builds it
+    fold_events_c = None
+
+
+@dataclass
+class KeyFold:
+    """What a reader of keyed tables folds rows events into without seeing them
+    (``spark.compact.compact_segment``): ``fast`` maps ``id(table map)`` to ``(table map,
+    last, key indexes, columns, plan)``, ``last`` as ``fold_images`` fills it, ``plan`` the
+    table's row plan for images with every column; ``counts`` the row changes folded, by
+    ``OP_CODES`` value; ``seq``, ``file_no``: the positions' first two numbers.  The
+    scanner's C loop (``_speedups.fold_events``) takes the rows events of those tables (and
+    the GTID and cached TABLE_MAP events between them) and yields only the rest, which the
+    reader takes as it takes every event without it."""
+
+    seq: int
+    file_no: int
+    fast: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    counts: list[int] = field(default_factory=lambda: [0, 0, 0])
+
 
 _KEEP = keep_table((t for t, k in _KINDS.items() if k != _DELEGATE),
                    (t for t, k in _KINDS.items() if k == _DELEGATE))
@@ -97,14 +122,15 @@ class ChangeScanner:
         return self._scan(buf, pos, end, file_offset, False)
 
     def scan_events(self, buf: bytes, pos: int = 0, end: int | None = None, *,
-                    file_offset: int = 0) -> Iterator[RowsRun]:
+                    file_offset: int = 0, fold: KeyFold | None = None) -> Iterator[RowsRun]:
         """What :meth:`scan` walks, one :data:`RowsRun` per rows event, the images left for
         the caller to decode with the run's decoders (reporting a failure as
-        :func:`row_error` says)."""
-        return self._scan(buf, pos, end, file_offset, True)
+        :func:`row_error` says); with ``fold``, the events :class:`KeyFold` takes are folded
+        there and not yielded."""
+        return self._scan(buf, pos, end, file_offset, True, fold)
 
     def _scan(self, buf: bytes, pos: int, end: int | None, file_offset: int,
-              runs: bool) -> Iterator[Any]:
+              runs: bool, fold: KeyFold | None = None) -> Iterator[Any]:
         # One loop for both: a generator layer per event would cost scan() ~6 %.
         if end is None:
             end = len(buf)
@@ -130,7 +156,8 @@ class ChangeScanner:
             checksum_len = dec.checksum_len
             crc = bool(checksum_len and self.verify_checksums)
             events, stopped, status = walk_events(buf, pos, end, crc, _KEEP)
-            for etype, pos, ev_end in events:
+            for etype, pos, ev_end in (events if fold is None or fold_events_c is None else
+                                       self._unfolded(buf, events, fold, file_offset)):
                 kind = kinds[etype]
                 body_end = ev_end - checksum_len
                 if kind == _ROWS:
@@ -197,6 +224,29 @@ class ChangeScanner:
                 return
 
     # --- helpers -----------------------------------------------------------------------------
+
+    def _unfolded(self, buf: bytes, events: list[tuple[int, int, int]], fold: KeyFold,
+                  file_offset: int) -> Iterator[tuple[int, int, int]]:
+        """The walk's events :class:`KeyFold` does not take, in order; the decoder's state
+        (tables, statement end) and :attr:`gtid` as if this scanner had taken them all."""
+        dec = self.decoder
+        assert fold_events_c is not None
+        layouts = {}
+        for etype, (op, _v2, compressed, partial) in _ROWS_TYPES.items():
+            if not compressed and not partial:
+                layout = dec._rows_layout.get(etype) or dec._layout(etype)
+                layouts[etype] = (OP_CODES[op], layout[1], layout[4], layout[5])
+        i, n = 0, len(events)
+        while i < n:
+            i, dec._statement_ended, gtid_at = fold_events_c(
+                buf, events, i, dec.checksum_len, dec._cache, dec._tables,
+                dec._statement_ended, fold.fast, layouts, fold.seq, fold.file_no, file_offset,
+                fold.counts)
+            if gtid_at >= 0:
+                self.gtid = maria_gtid_text(buf, gtid_at)
+            if i < n:
+                yield events[i]
+                i += 1
 
     def _bad_size(self, size: int, offset: int) -> BinlogFormatError:
         return BinlogFormatError(

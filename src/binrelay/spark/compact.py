@@ -54,7 +54,7 @@ from binrelay.position import SubdirName, binlog_sort_key
 from binrelay.rows.coltypes import CHARACTER_TYPES
 from binrelay.rows.decoder import image_decoders
 from binrelay.rows.events import NO_FOREIGN_KEY_CHECKS_F, OP_CODES, row_images
-from binrelay.rows.scanner import row_error
+from binrelay.rows.scanner import KeyFold, fold_events_c, row_error
 from binrelay.spark.changes import image_params, to_param
 from binrelay.spark.decode import iter_segment_runs
 
@@ -182,10 +182,13 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
     ops = {INSERT: 0, UPDATE: 0, DELETE: 0}
     seq = SubdirName.parse(segment.subdir).seq
     file_no = binlog_sort_key(segment.file)[1]
+    # The rows events of a keyed table seen once here are folded by the scanner's C loop
+    # (KeyFold), the Python below taking only what that loop leaves.
+    fold = KeyFold(seq, file_no) if fold_events_c is not None else None
     # Per rows event, not per change: the table's state is found once, and no object is
     # made per row (a change object and three generator hops were a third of a read task).
     for tm, op, where, offset, row, images in _event_images(relay_dir, segment, rules,
-                                                            by_name):
+                                                            by_name, fold):
         found = by_map.get(id(tm))
         if found is None or found[0] is not tm:
             found = (tm, _table_state(tm, by_ref, rules, by_name))
@@ -207,6 +210,8 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
         done = fold_images(last, images, OP_CODES[op], table.key_index, seq, file_no,
                            offset, row)
         if done == len(images):
+            if fold is not None and id(tm) not in fold.fast and not table.downstream_only:
+                _fold_later(fold, tm, table)
             continue
         keyof = table.keyof
         for i, (before, after) in enumerate(images[done:], row + done):
@@ -235,7 +240,12 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
                 if ka != kb:
                     last[kb] = (position, None)
                 last[ka] = (position, after)
+        if table.reason is not None and fold is not None:
+            _unfold(fold, table)  # (a partial image: the Python loop's from here on)
 
+    if fold is not None:
+        for op, code in OP_CODES.items():
+            ops[op] += fold.counts[code]
     redo = set()
     text_keys = False
     for table in by_ref.values():
@@ -281,6 +291,21 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
     suspect = text_keys or late
     for target in range(tasks):
         yield target, (FLAGS, suspect, ())
+
+
+def _fold_later(fold: KeyFold, tm: Any, table: _Table) -> None:
+    """Lets the scanner's C loop fold ``tm``'s next rows events into ``table`` when their
+    images hold every column and the table's row plan reads them."""
+    full = (1 << len(tm.columns)) - 1
+    plan = getattr(image_decoders(tm, INSERT, full, full, False)[0], "plan", None)
+    if isinstance(plan, bytes):
+        fold.fast[id(tm)] = (tm, table.last, table.key_index, len(tm.columns), plan)
+
+
+def _unfold(fold: KeyFold, table: _Table) -> None:
+    """``table`` is to be replayed in order now: its events are the Python loop's again."""
+    for handle in [h for h, entry in fold.fast.items() if entry[1] is table.last]:
+        del fold.fast[handle]
 
 
 def _table_state(tm: Any, by_ref: dict[TableRef, _Table], rules: TableRules,
@@ -454,19 +479,21 @@ def segment_changes(relay_dir: str, segment: Any, rules: TableRules | None = Non
             yield Change(ref, op, columns, key, before, after, (*position, 0), fk, **traits)
 
 
-def _event_images(relay_dir: str, segment: Any, rules: TableRules, by_name: bool
+def _event_images(relay_dir: str, segment: Any, rules: TableRules, by_name: bool,
+                  fold: KeyFold | None = None
                   ) -> Iterator[tuple[Any, str, Any, int, int, list[tuple[Any, Any]]]]:
     """Per rows event of the partition: its table map, op, location, offset, the row
     number of its first image and its ``(before, after)`` images; (offset, row) numbers
     the changes in relay order (the rows events of one MySQL transaction payload share its
     offset, and their rows keep counting).  ``by_name``: each table map is checked against
     the downstream's columns, and one logged without column names completed from them
-    (``positional.complete``) and the images read by it."""
+    (``positional.complete``) and the images read by it.  ``fold``: as
+    ``iter_segment_runs`` says."""
     path = str(Path(relay_dir) / segment.subdir / segment.file)
     last_offset, row = -1, 0
     named: dict[int, tuple[Any, Any]] = {}
     for (etype, offset, where, tm, op, partial, present, present_after, data, p, stop,
-         first, second) in iter_segment_runs(Path(relay_dir), segment):
+         first, second) in iter_segment_runs(Path(relay_dir), segment, fold):
         if offset != last_offset:
             last_offset, row = offset, 0
         if by_name:

@@ -12,6 +12,7 @@ import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from binrelay.errors import BinlogFormatError, RelayDirError
 from binrelay.relay.relaydir import RelayView
 from binrelay.relay.scan import read_fde, read_fde_event
 from binrelay.rows.decoder import EventDecoder
-from binrelay.rows.scanner import ChangeScanner, RowsRun
+from binrelay.rows.scanner import ChangeScanner, KeyFold, RowsRun
 from binrelay.spark.changes import RowBuilder
 from binrelay.spark.planning import Segment, xa_outcome
 
@@ -137,21 +138,24 @@ def iter_segment_changes(relay_dir: Path, segment: Segment) -> Iterator[tuple[An
         yield change, U32.unpack_from(buf, where.pos - base)[0] if where is not None else 0
 
 
-def iter_segment_runs(relay_dir: Path, segment: Segment) -> Iterator[RowsRun]:
+def iter_segment_runs(relay_dir: Path, segment: Segment, fold: KeyFold | None = None
+                      ) -> Iterator[RowsRun]:
     """The rows events of a DML partition in relay order, their images not decoded
-    (``ChangeScanner.scan_events``): for a reader that needs no object per row."""
-    for run, _buf, _base in _walk(relay_dir, segment, True):
+    (``ChangeScanner.scan_events``): for a reader that needs no object per row; with
+    ``fold``, those :class:`KeyFold` takes are folded there instead."""
+    for run, _buf, _base in _walk(relay_dir, segment, True, fold):
         yield run
 
 
-def _walk(relay_dir: Path, segment: Segment, runs: bool) -> Iterator[tuple[Any, bytes, int]]:
+def _walk(relay_dir: Path, segment: Segment, runs: bool, fold: KeyFold | None = None
+          ) -> Iterator[tuple[Any, bytes, int]]:
     """What the scanner yields for the partition (changes, or rows events with ``runs``),
     each with the buffer it came from and that buffer's file offset."""
     path = relay_dir / segment.subdir / segment.file
     scanner = ChangeScanner(path=str(path))
     for _ in scanner.scan(fde_bytes(path), file_offset=4):
         pass
-    scan = scanner.scan_events if runs else scanner.scan
+    scan = partial(scanner.scan_events, fold=fold) if runs else scanner.scan
 
     with open(path, "rb") as f:
         _check_whole(f, path, segment)
