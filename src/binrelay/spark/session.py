@@ -83,6 +83,9 @@ def session_conf(master: str, app_name: str, *, ui: bool = False,
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.session.timeZone": "UTC",
         "spark.python.worker.reuse": "true",
+        # PySpark's daemon, imported from the installed package's bytecode rather than
+        # compiled again from Spark's zip by every daemon (spark/daemon.py).
+        "spark.python.daemon.module": "binrelay.spark.daemon",
         # Over TCP, a task's input waits out the worker's delayed ACK: 40 ms of every task,
         # measured, whatever its size (most of a streaming batch's latency when batches are
         # small).  A Unix socket has no such wait.
