@@ -8,20 +8,25 @@ from pathlib import Path
 
 import pyspark
 
-from binrelay.spark.daemon import replaceable_zips
+from binrelay.spark.daemon import _SAME_FILES, replaceable_zips
 
 
-def _package(root: Path, name: str, version: bytes) -> None:
+def _files(name: str, version: bytes) -> dict[str, bytes]:
+    return {"__init__.py": b"", **{f: b"# " + f.encode() + b"\n" for f in _SAME_FILES[name]},
+            "version.py": version}
+
+
+def _package(root: Path, name: str, version: bytes, **changed: bytes) -> None:
     (root / name).mkdir(parents=True)
-    (root / name / "__init__.py").write_text("")
-    (root / name / "version.py").write_bytes(version)
+    for file, text in {**_files(name, version), **changed}.items():
+        (root / name / file.replace("_py", ".py")).write_bytes(text)
 
 
 def _zip(path: Path, name: str, version: bytes | None) -> str:
     with zipfile.ZipFile(path, "w") as z:
-        z.writestr(f"{name}/__init__.py", "")
-        if version is not None:
-            z.writestr(f"{name}/version.py", version)
+        for file, text in _files(name, version or b"").items():
+            if version is not None or file != "version.py":
+                z.writestr(f"{name}/{file}", text)
     return str(path)
 
 
@@ -37,6 +42,15 @@ def test_only_zips_of_the_installed_versions_are_replaced(tmp_path: Path) -> Non
     other = tmp_path / "other"
     _package(other, "pyspark", b'__version__ = "3.5.1"\n')
     assert replaceable_zips([same, str(other)]) == []
+    # The same version, a worker patched: the zips stay.
+    patched = tmp_path / "patched"
+    _package(patched, "pyspark", b'__version__ = "4.3.0"\n', worker_py=b"# patched\n")
+    assert replaceable_zips([same, str(patched)]) == []
+    # Two zips of one package, one of another version: neither goes (the other would then
+    # be imported first, where Spark's daemon imports the first).
+    (tmp_path / "old").mkdir()
+    old = _zip(tmp_path / "old" / "pyspark.zip", "pyspark", b'__version__ = "4.2.0"\n')
+    assert replaceable_zips([same, old, py4j, str(site)]) == [py4j]
     assert replaceable_zips([same, py4j, str(tmp_path / "empty")]) == []
     (tmp_path / "bare").mkdir()
     bare = _zip(tmp_path / "bare" / "pyspark.zip", "pyspark", None)

@@ -1493,12 +1493,13 @@ static PyObject *fold_images(PyObject *self, PyObject *args)
     return taken < 0 ? NULL : PyLong_FromSsize_t(taken);
 }
 
-/* fold_events(buf, events, i, checksum_len, cache, tables, ended, fast, layouts, seq,
+/* fold_events(buf, events, i, upto, checksum_len, cache, tables, ended, fast, layouts, seq,
  *             file_no, file_offset, counts) -> (j, ended, gtid_at)
  *
  * The read task's per-event loop (rows/scanner.py's _scan with spark/compact.py's
  * compact_segment is the specification) for the events of a walk (walk_events' list) from
- * index i on: a MariaDB GTID event is noted (gtid_at: where the last one starts, else -1),
+ * index i to upto (the caller lets other threads run between calls): a MariaDB GTID event
+ * is noted (gtid_at: where the last one starts, else -1),
  * a TABLE_MAP whose body the decoder's cache holds (cache: body -> TableMap) is added to
  * the statement's tables (tables: table id -> TableMap; ended: a statement ended, so its
  * ids are forgotten first), and a rows event of a table in fast (id(TableMap) -> (TableMap,
@@ -1594,17 +1595,19 @@ static int fold_rows_event(const unsigned char *d, Py_ssize_t pos, Py_ssize_t bo
         return -1;
     if (columns != ncols)
         return 0;
+    Py_INCREF(entry); /* (held while the images are made: a collection may run meanwhile) */
     PyObject *plan = PyTuple_GET_ITEM(entry, 4);
     PyObject *images = images_of(d, p, body_end, (int)op, plan, plan);
-    if (images == NULL) {
+    if (images == NULL || images == Py_None) {
+        Py_DECREF(entry);
+        if (images == Py_None) {
+            Py_DECREF(images);
+            return 0;
+        }
         /* A corrupt image: Python reads it again and says what is wrong, and where. */
         if (PyErr_ExceptionMatches(PyExc_MemoryError))
             return -1;
         PyErr_Clear();
-        return 0;
-    }
-    if (images == Py_None) {
-        Py_DECREF(images);
         return 0;
     }
     Py_ssize_t n = PyList_GET_SIZE(images);
@@ -1614,6 +1617,7 @@ static int fold_rows_event(const unsigned char *d, Py_ssize_t pos, Py_ssize_t bo
                    PyTuple_GET_ITEM(entry, 2), seq, file_no, where, 0);
     Py_XDECREF(where);
     Py_DECREF(images);
+    Py_DECREF(entry);
     if (taken < 0)
         return -1;
     if (taken < n)
@@ -1629,22 +1633,24 @@ static PyObject *fold_events(PyObject *self, PyObject *args)
 {
     Py_buffer data;
     PyObject *events, *cache, *tables, *fast, *layouts, *seq, *file_no, *counts;
-    Py_ssize_t i, checksum_len, file_offset;
+    Py_ssize_t i, upto, checksum_len, file_offset;
     int ended;
-    if (!PyArg_ParseTuple(args, "y*O!nnO!O!pO!O!OOnO!", &data, &PyList_Type, &events, &i,
-                          &checksum_len, &PyDict_Type, &cache, &PyDict_Type, &tables, &ended,
-                          &PyDict_Type, &fast, &PyDict_Type, &layouts, &seq, &file_no,
+    if (!PyArg_ParseTuple(args, "y*O!nnnO!O!pO!O!OOnO!", &data, &PyList_Type, &events, &i,
+                          &upto, &checksum_len, &PyDict_Type, &cache, &PyDict_Type, &tables,
+                          &ended, &PyDict_Type, &fast, &PyDict_Type, &layouts, &seq, &file_no,
                           &file_offset, &PyList_Type, &counts))
         return NULL;
     static PyObject *table_id_name = NULL;
     if (table_id_name == NULL && (table_id_name = PyUnicode_InternFromString("table_id")) == NULL)
         goto error;
-    if (PyList_GET_SIZE(counts) != 3) {
-        PyErr_SetString(PyExc_ValueError, "counts must have 3 entries");
+    if (PyList_GET_SIZE(counts) != 3 || i < 0 || checksum_len < 0 || checksum_len > 4) {
+        PyErr_SetString(PyExc_ValueError, "bad counts, index or checksum length");
         goto error;
     }
     const unsigned char *d = data.buf;
     Py_ssize_t n = PyList_GET_SIZE(events), gtid_at = -1;
+    if (upto < n)
+        n = upto;
     for (; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(events, i);
         if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3)
@@ -1669,13 +1675,13 @@ static PyObject *fold_events(PyObject *self, PyObject *args)
             if (body == NULL)
                 goto error;
             PyObject *table = PyDict_GetItemWithError(cache, body);
+            Py_XINCREF(table);
             Py_DECREF(body);
             if (table == NULL) {
                 if (PyErr_Occurred())
                     goto error;
                 break;
             }
-            Py_INCREF(table);
             PyObject *id = PyObject_GetAttr(table, table_id_name);
             if (id == NULL) {
                 Py_DECREF(table);

@@ -66,6 +66,10 @@ except ImportError:  # pragma: no cover - dev/setup builds it
     fold_events_c = None
 
 
+#: Events per call of the C loop (``KeyFold``): a few milliseconds of a partition.
+_FOLD_RUN = 1024
+
+
 @dataclass
 class KeyFold:
     """What a reader of keyed tables folds rows events into without seeing them
@@ -238,13 +242,16 @@ class ChangeScanner:
                 layouts[etype] = (OP_CODES[op], layout[1], layout[4], layout[5])
         i, n = 0, len(events)
         while i < n:
+            # At most _FOLD_RUN events a call: the C loop holds the GIL, and other threads
+            # of the process (the driver's) must not wait for a whole partition.
+            upto = min(n, i + _FOLD_RUN)
             i, dec._statement_ended, gtid_at = fold_events_c(
-                buf, events, i, dec.checksum_len, dec._cache, dec._tables,
+                buf, events, i, upto, dec.checksum_len, dec._cache, dec._tables,
                 dec._statement_ended, fold.fast, layouts, fold.seq, fold.file_no, file_offset,
                 fold.counts)
             if gtid_at >= 0:
                 self.gtid = maria_gtid_text(buf, gtid_at)
-            if i < n:
+            if i < upto:
                 yield events[i]
                 i += 1
 

@@ -295,9 +295,11 @@ def compact_segment(relay_dir: str, segment: Any, tasks: int,
 
 def _fold_later(fold: KeyFold, tm: Any, table: _Table) -> None:
     """Lets the scanner's C loop fold ``tm``'s next rows events into ``table`` when their
-    images hold every column and the table's row plan reads them."""
+    images hold every column and the table's row plan reads them: once Python has read
+    such images (their decoder is compiled then; compiling one here could fail where
+    Python, reading only the columns logged, would not)."""
     full = (1 << len(tm.columns)) - 1
-    plan = getattr(image_decoders(tm, INSERT, full, full, False)[0], "plan", None)
+    plan = getattr(tm.decoders.get((full, False, False)), "plan", None)
     if isinstance(plan, bytes):
         fold.fast[id(tm)] = (tm, table.last, table.key_index, len(tm.columns), plan)
 

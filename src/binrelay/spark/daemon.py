@@ -7,9 +7,10 @@ compiled pyspark's modules again as it started (0.9 s of CPU for the imports, ag
 0.2 s from the installed package's bytecode, measured on this project's machine), and
 each forked worker re-read both zips' directories when its first task's setup invalidated
 the import caches.  Where the same pyspark and py4j are installed (pip installs pyspark's
-zip and package from one wheel), the daemon drops the zips from its path before importing
-anything of theirs; where they differ or are not installed (a Spark distribution's
-executors), it runs from the zips, as Spark's own daemon would.
+zip and package from one wheel: their protocol modules are compared byte for byte), the
+daemon drops the zips from its path before importing anything of theirs; where they differ
+or are not installed (a Spark distribution's executors), it runs from the zips, as Spark's
+own daemon would.
 """
 
 from __future__ import annotations
@@ -18,9 +19,15 @@ import importlib.machinery
 import os
 import sys
 import zipfile
+import zlib
 
-#: The module whose text tells a zip's version from an installed one's, per package.
-_VERSION_FILES = {"pyspark": "pyspark/version.py", "py4j": "py4j/version.py"}
+#: Per package, the modules whose bytes must be the same in Spark's zip and installed: the
+#: version, and what speaks Spark's protocol (the daemon, the worker and its helpers, the
+#: serializers; py4j's gateway).
+_SAME_FILES = {
+    "pyspark": ("version.py", "daemon.py", "worker.py", "worker_util.py", "serializers.py"),
+    "py4j": ("version.py", "java_gateway.py", "protocol.py"),
+}
 
 
 def _package_of(entry: str) -> str | None:
@@ -32,39 +39,43 @@ def _package_of(entry: str) -> str | None:
     return None
 
 
-def _installed_text(package: str, path: list[str]) -> bytes | None:
+def _installed_crcs(package: str, path: list[str]) -> list[int] | None:
     spec = importlib.machinery.PathFinder.find_spec(package, path)
     if spec is None or not spec.submodule_search_locations:
         return None
-    version = os.path.join(next(iter(spec.submodule_search_locations)),
-                           os.path.basename(_VERSION_FILES[package]))
+    root = next(iter(spec.submodule_search_locations))
     try:
-        with open(version, "rb") as f:
-            return f.read()
+        crcs = []
+        for name in _SAME_FILES[package]:
+            with open(os.path.join(root, name), "rb") as f:
+                crcs.append(zlib.crc32(f.read()))
     except OSError:
         return None
+    return crcs
 
 
-def _zip_text(entry: str, package: str) -> bytes | None:
+def _zip_crcs(entry: str, package: str) -> list[int] | None:
     try:
         with zipfile.ZipFile(entry) as z:
-            return z.read(_VERSION_FILES[package])
+            return [z.getinfo(f"{package}/{name}").CRC for name in _SAME_FILES[package]]
     except (OSError, KeyError, zipfile.BadZipFile):
         return None
 
 
 def replaceable_zips(path: list[str]) -> list[str]:
-    """The entries of ``path`` that are Spark's zip of a package also installed, in the
-    same version, elsewhere on ``path``."""
+    """The entries of ``path`` that are Spark's zips of a package installed elsewhere on
+    ``path`` with the same protocol modules: every zip of that package, or none when one
+    of them differs (the first would otherwise leave a different one first)."""
     zips = [e for e in path if _package_of(e) is not None]
     rest = [e for e in path if e not in zips]
     out = []
-    for entry in zips:
-        package = _package_of(entry)
-        assert package is not None
-        text = _zip_text(entry, package)
-        if text is not None and text == _installed_text(package, rest):
-            out.append(entry)
+    for package in _SAME_FILES:
+        mine = [e for e in zips if _package_of(e) == package]
+        if not mine:
+            continue
+        installed = _installed_crcs(package, rest)
+        if installed is not None and all(_zip_crcs(e, package) == installed for e in mine):
+            out += mine
     return out
 
 
