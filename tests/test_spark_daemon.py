@@ -16,10 +16,11 @@ def _files(name: str, version: bytes) -> dict[str, bytes]:
             "version.py": version}
 
 
-def _package(root: Path, name: str, version: bytes, **changed: bytes) -> None:
+def _package(root: Path, name: str, version: bytes,
+             changed: dict[str, bytes] | None = None) -> None:
     (root / name).mkdir(parents=True)
-    for file, text in {**_files(name, version), **changed}.items():
-        (root / name / file.replace("_py", ".py")).write_bytes(text)
+    for file, text in {**_files(name, version), **(changed or {})}.items():
+        (root / name / file).write_bytes(text)
 
 
 def _zip(path: Path, name: str, version: bytes | None) -> str:
@@ -44,7 +45,7 @@ def test_only_zips_of_the_installed_versions_are_replaced(tmp_path: Path) -> Non
     assert replaceable_zips([same, str(other)]) == []
     # The same version, a worker patched: the zips stay.
     patched = tmp_path / "patched"
-    _package(patched, "pyspark", b'__version__ = "4.3.0"\n', worker_py=b"# patched\n")
+    _package(patched, "pyspark", b'__version__ = "4.3.0"\n', {"worker.py": b"# patched\n"})
     assert replaceable_zips([same, str(patched)]) == []
     # Two zips of one package, one of another version: neither goes (the other would then
     # be imported first, where Spark's daemon imports the first).

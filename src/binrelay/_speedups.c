@@ -1531,6 +1531,17 @@ static int list_add(PyObject *counts, int op, Py_ssize_t n)
     return 0;
 }
 
+/* dict[key] (borrowed) into *out, taking the reference to key (NULL: an error is set);
+ * 1 found, 0 not there, -1 an error. */
+static int get_taking_key(PyObject *dict, PyObject *key, PyObject **out)
+{
+    if (key == NULL)
+        return -1;
+    *out = PyDict_GetItemWithError(dict, key);
+    Py_DECREF(key);
+    return *out != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+
 /* 1: folded; 0: Python takes the event; -1: an error is set. */
 static int fold_rows_event(const unsigned char *d, Py_ssize_t pos, Py_ssize_t body_end,
                            PyObject *layout, PyObject *tables, PyObject *fast, PyObject *seq,
@@ -1563,28 +1574,16 @@ static int fold_rows_event(const unsigned char *d, Py_ssize_t pos, Py_ssize_t bo
     if (p + 1 > body_end || d[p] >= 0xFB)
         return 0;
     Py_ssize_t ncols = d[p++], nbytes = (ncols + 7) >> 3;
-    if (p + nbytes * (op == 1 ? 2 : 1) > body_end || !full_bitmap(d + p, ncols))
-        return 0;
-    p += nbytes;
-    if (op == 1) {
-        if (!full_bitmap(d + p, ncols))
+    /* (An update logs two bitmaps: before and after.) */
+    for (int bitmaps = op == 1 ? 2 : 1; bitmaps > 0; bitmaps--, p += nbytes)
+        if (p + nbytes > body_end || !full_bitmap(d + p, ncols))
             return 0;
-        p += nbytes;
-    }
-    PyObject *id = PyLong_FromUnsignedLongLong(table_id);
-    if (id == NULL)
-        return -1;
-    PyObject *table = PyDict_GetItemWithError(tables, id);
-    Py_DECREF(id);
-    if (table == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    PyObject *handle = PyLong_FromVoidPtr(table);
-    if (handle == NULL)
-        return -1;
-    PyObject *entry = PyDict_GetItemWithError(fast, handle);
-    Py_DECREF(handle);
-    if (entry == NULL)
-        return PyErr_Occurred() ? -1 : 0;
+    PyObject *table, *entry;
+    int found = get_taking_key(tables, PyLong_FromUnsignedLongLong(table_id), &table);
+    if (found == 1)
+        found = get_taking_key(fast, PyLong_FromVoidPtr(table), &entry);
+    if (found != 1)
+        return found;
     if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 5 ||
         PyTuple_GET_ITEM(entry, 0) != table || !PyDict_CheckExact(PyTuple_GET_ITEM(entry, 1)) ||
         !PyTuple_CheckExact(PyTuple_GET_ITEM(entry, 2)) ||
@@ -1698,16 +1697,12 @@ static PyObject *fold_events(PyObject *self, PyObject *args)
                 goto error;
             continue;
         }
-        PyObject *type_key = PyLong_FromLong(type);
-        if (type_key == NULL)
+        PyObject *layout;
+        int found = get_taking_key(layouts, PyLong_FromLong(type), &layout);
+        if (found < 0)
             goto error;
-        PyObject *layout = PyDict_GetItemWithError(layouts, type_key);
-        Py_DECREF(type_key);
-        if (layout == NULL) {
-            if (PyErr_Occurred())
-                goto error;
+        if (found == 0)
             break;
-        }
         int r = fold_rows_event(d, pos, body_end, layout, tables, fast, seq, file_no,
                                 file_offset + pos, counts, &ended);
         if (r < 0)
