@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -322,6 +323,8 @@ def test_only_the_types_a_load_reads_alike(conn: Any) -> None:
     rules = read_rules(conn)
     assert load_kinds(rules)(TableRef("load_db", "myisam"), ("id",)) is None
     assert load_kinds(rules)(TableRef("load_db", "counted"), ("id",)) is None
+    # (Unless the other apply tasks write other tables meanwhile: test_loads_take_turns.)
+    assert load_kinds(rules)(TableRef("load_db", "counted"), ("id",), spread=True) == "I"
     interleaved = dataclasses.replace(rules, autoinc_interleaved=True)
     assert load_kinds(interleaved)(TableRef("load_db", "counted"), ("id",)) == "I"
     # Not when the server makes the values (it reserves them in blocks for a load).
@@ -345,6 +348,95 @@ def test_only_the_types_a_load_reads_alike(conn: Any) -> None:
     [part] = plan.parts(1)
     assert [st.sql.split()[0] for st in part_statements(part, rules=read_rules(conn))] == \
         ["REPLACE"]
+
+
+def _counted_part(rows: dict[str, range], at: int = 0, task: tuple[int, int] = (0, 1)
+                  ) -> Any:
+    """A part writing ``rows`` (table -> ids; those of ``task[0]``, ids modulo ``task[1]``)."""
+    changes = [Change(TableRef("turns_db", name), INSERT, ("id", "v"), (0,), None,
+                      (i, f"{name}-{i}-{at}"), (at, n * 100_000 + i))
+               for n, (name, ids) in enumerate(rows.items()) for i in ids
+               if i % task[1] == task[0]]
+    [part] = plan_batch(changes).parts(1)
+    return part
+
+
+def _first_verbs(statements: list[Any]) -> list[tuple[str, str]]:
+    """Per table, in the order first written: the verb of its first statement."""
+    out: dict[str, str] = {}
+    for st in statements:
+        out.setdefault(st.table.table, st.sql.split()[0])
+    return list(out.items())
+
+
+def test_loads_take_turns(conn: Any) -> None:
+    """Tables with an AUTO_INCREMENT column, at lock mode 1 (a load holds the table's
+    AUTO-INC lock to its end): loaded, each task starting on another table, unless one
+    holds much more than its share of their rows (``applier._turns``); then by REPLACE.
+    What the loads leave (rows, checksum, the next AUTO_INCREMENT value) is what REPLACE
+    leaves."""
+    apply_ddl(conn, None, "CREATE DATABASE IF NOT EXISTS turns_db CHARACTER SET utf8mb4")
+    names = ["t1", "t2", "t3", "t4"]
+    eight = [f"e{i}" for i in range(8)]
+    for name in [*names, *(f"r{name}" for name in names), *eight]:
+        apply_ddl(conn, "turns_db", f"CREATE TABLE {name} (id INT AUTO_INCREMENT PRIMARY KEY,"
+                                    " v VARCHAR(20) NOT NULL)")
+    rules = read_rules(conn)
+    assert not rules.autoinc_interleaved  # MariaDB's default, the sandbox's
+    part = _counted_part(dict.fromkeys(names, range(1, 6)))
+    for index in range(4):
+        verbs = _first_verbs(part_statements(part, rules=rules, lane=(index, 4)))
+        # Every table loaded, in the order rotated: each task starts on the next table.
+        assert verbs == [(name, "LOAD") for name in names[index:] + names[:index]]
+    # Eight tables for four tasks: each starts two tables further.
+    part = _counted_part(dict.fromkeys(eight, range(1, 3)))
+    assert [_first_verbs(part_statements(part, rules=rules, lane=(i, 4)))[0]
+            for i in range(4)] == [(name, "LOAD") for name in eight[::2]]
+    # Three for four tasks: two start on the first (its loads take 4/3 of its share).
+    three = _counted_part(dict.fromkeys(names[:3], range(1, 6)))
+    assert [_first_verbs(part_statements(three, rules=rules, lane=(i, 4)))[0]
+            for i in range(4)] == [("t1", "LOAD"), ("t1", "LOAD"), ("t2", "LOAD"),
+                                   ("t3", "LOAD")]
+    # Two for four tasks (twice their share), or one with most of the rows: REPLACE.
+    few = _counted_part(dict.fromkeys(names[:2], range(1, 6)))
+    assert {v for _t, v in _first_verbs(part_statements(few, rules=rules, lane=(1, 4)))} == \
+        {"REPLACE"}
+    lopsided = _counted_part({**dict.fromkeys(names, range(1, 6)), "t1": range(1, 40)})
+    assert {v for _t, v in _first_verbs(part_statements(lopsided, rules=rules,
+                                                        lane=(0, 4)))} == {"REPLACE"}
+    # One task alone takes turns with no one.
+    assert {v for _t, v in _first_verbs(part_statements(few, rules=rules))} == {"LOAD"}
+
+    # On the server: four tasks at once, each on its own connection, against the same
+    # rows written by REPLACE into the twins (one part, one task).
+    rows = range(1, 3001)
+    before = _loads(conn)
+    apply_plan_part(conn, _counted_part({f"r{name}": rows for name in names}))
+    assert _loads(conn) == before
+    conns = [Downstream(conn.host, conn.port).connect() for _ in range(4)]
+    try:
+        loads_before = [_loads(c) for c in conns]
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda i: apply_plan_part(
+                conns[i], _counted_part(dict.fromkeys(names, rows), task=(i, 4)),
+                rules=rules, lane=(i, 4)), range(4)))
+        assert all(_loads(c) > n for c, n in zip(conns, loads_before, strict=True))
+    finally:
+        for c in conns:
+            c.close()
+    with conn.cursor() as cur:
+        for name in names:
+            got = []
+            for table in (name, f"r{name}"):
+                cur.execute(f"SELECT id, SUBSTRING_INDEX(v, '-', -2) FROM turns_db.{table}"
+                            " ORDER BY id")
+                content = cur.fetchall()
+                cur.execute("SELECT AUTO_INCREMENT FROM information_schema.TABLES"
+                            " WHERE TABLE_SCHEMA = 'turns_db' AND TABLE_NAME = %s", (table,))
+                got.append((content, cur.fetchone()[0]))
+            assert got[0] == got[1] and len(got[0][0]) == len(rows)
+            assert got[0][1] == len(rows) + 1
+    conn.commit()
 
 
 def test_a_load_with_warnings_is_written_by_replace(conn: Any) -> None:

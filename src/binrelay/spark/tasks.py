@@ -137,7 +137,8 @@ def apply_records(ctx: TaskContext, index: int, records: Iterator[Record]
         with pooled_connection(ctx.downstream) as conn:
             for part in parts:
                 apply_plan_part(conn, part, ledger=ledger,
-                                max_packet=ctx.rules.max_allowed_packet, rules=ctx.rules)
+                                max_packet=ctx.rules.max_allowed_packet, rules=ctx.rules,
+                                lane=(index, ctx.tasks))
     yield ops
 
 
