@@ -27,7 +27,7 @@ from binrelay.apply import (
     create_checkpoint_table,
     plan_batch,
 )
-from binrelay.apply.applier import load_kinds, part_statements
+from binrelay.apply.applier import LoadKinds, part_statements
 from binrelay.apply.catalog import read_rules
 from binrelay.apply.sql import quote_ident, quote_table
 from binrelay.errors import ApplyError, DownstreamDdlError, UnfaithfulApplyError
@@ -310,7 +310,7 @@ def test_only_the_types_a_load_reads_alike(conn: Any) -> None:
                                " e ENUM('a'), s SET('a'), v VARCHAR(5), bl BLOB,"
                                " u INET6)")
     rules = read_rules(conn)
-    kinds_of = load_kinds(rules)
+    kinds_of = LoadKinds(rules)
     table = TableRef("load_db", "kinds")
     # (In upper case where NULL is not taken: a load stores a NOT NULL column's default.)
     assert kinds_of(table, ("id", "v", "bl")) == "Isb"
@@ -321,17 +321,17 @@ def test_only_the_types_a_load_reads_alike(conn: Any) -> None:
     apply_ddl(conn, "load_db", "CREATE TABLE myisam (id INT PRIMARY KEY) ENGINE=MyISAM")
     apply_ddl(conn, "load_db", "CREATE TABLE counted (id INT AUTO_INCREMENT PRIMARY KEY)")
     rules = read_rules(conn)
-    assert load_kinds(rules)(TableRef("load_db", "myisam"), ("id",)) is None
-    assert load_kinds(rules)(TableRef("load_db", "counted"), ("id",)) is None
+    assert LoadKinds(rules)(TableRef("load_db", "myisam"), ("id",)) is None
+    assert LoadKinds(rules)(TableRef("load_db", "counted"), ("id",)) is None
     # (Unless the other apply tasks write other tables meanwhile: test_loads_take_turns.)
-    assert load_kinds(rules)(TableRef("load_db", "counted"), ("id",), spread=True) == "I"
+    assert LoadKinds(rules)(TableRef("load_db", "counted"), ("id",), spread=True) == "I"
     interleaved = dataclasses.replace(rules, autoinc_interleaved=True)
-    assert load_kinds(interleaved)(TableRef("load_db", "counted"), ("id",)) == "I"
+    assert LoadKinds(interleaved)(TableRef("load_db", "counted"), ("id",)) == "I"
     # Not when the server makes the values (it reserves them in blocks for a load).
     apply_ddl(conn, "load_db", "CREATE TABLE made (k INT PRIMARY KEY, id INT AUTO_INCREMENT,"
                                " UNIQUE KEY (id))")
     made = TableRef("load_db", "made")
-    assert load_kinds(dataclasses.replace(read_rules(conn), autoinc_interleaved=True))(
+    assert LoadKinds(dataclasses.replace(read_rules(conn), autoinc_interleaved=True))(
         made, ("k",)) is None
     plan = plan_batch([Change(table, INSERT, ("id", "v"), (0,), None, (i, v), (1, i))
                        for i, v in enumerate(("a", b"\xff"))])
@@ -404,6 +404,26 @@ def test_loads_take_turns(conn: Any) -> None:
     lopsided = _counted_part({**dict.fromkeys(names, range(1, 6)), "t1": range(1, 40)})
     assert {v for _t, v in _first_verbs(part_statements(lopsided, rules=rules,
                                                         lane=(0, 4)))} == {"REPLACE"}
+    # A table the part deletes from (its gap locks) goes by REPLACE; the others take turns.
+    [deleting] = plan_batch([
+        Change(TableRef("turns_db", "t1"), DELETE, ("id", "v"), (0,), (9, "x"), None, (1, 0)),
+        *(Change(TableRef("turns_db", n), INSERT, ("id", "v"), (0,), None, (i, "v"),
+                 (2, k * 10 + i)) for k, n in enumerate(names) for i in range(1, 6))]).parts(1)
+    assert _first_verbs(part_statements(deleting, rules=rules, lane=(0, 4))) == [
+        ("t1", "DELETE"), ("t2", "LOAD"), ("t3", "LOAD"), ("t4", "LOAD")]
+    assert [st.sql.split()[0] for st in part_statements(deleting, rules=rules, lane=(0, 4))
+            if st.table.table == "t1"] == ["DELETE", "REPLACE"]
+    # A table that is never loaded (an ENUM column) counts for nothing, however big.
+    apply_ddl(conn, "turns_db", "CREATE TABLE en (id INT AUTO_INCREMENT PRIMARY KEY,"
+                                " v ENUM('v') NOT NULL)")
+    rules = read_rules(conn)
+    [with_enum] = plan_batch([
+        Change(TableRef("turns_db", n), INSERT, ("id", "v"), (0,), None, (i, "v"),
+               (k, i)) for k, (n, ids) in enumerate(
+                   [("en", range(1, 100)), *((n, range(1, 6)) for n in names)])
+        for i in ids]).parts(1)
+    assert _first_verbs(part_statements(with_enum, rules=rules, lane=(1, 4))) == [
+        ("en", "REPLACE"), ("t2", "LOAD"), ("t3", "LOAD"), ("t4", "LOAD"), ("t1", "LOAD")]
     # One task alone takes turns with no one.
     assert {v for _t, v in _first_verbs(part_statements(few, rules=rules))} == {"LOAD"}
 

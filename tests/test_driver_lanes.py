@@ -161,3 +161,38 @@ def test_keys_a_collation_folds_together_are_replayed_in_order_by_one_connection
     with_t = [(batch, index) for batch, index, _thread, tables in spread if "app.t" in tables]
     assert with_t and len({batch for batch, _i in with_t}) == len(with_t)
     assert any("app.a" in tables for *_run, tables in spread)
+
+
+def test_tables_with_a_counter_are_loaded_in_turns(
+        mariadb_factory, tmp_path: Path, spark, spread, monkeypatch) -> None:
+    """Four tables with an AUTO_INCREMENT key (the sandbox at lock mode 1): each apply task
+    is told its place among the batch's tasks, so that each starts loading another table
+    (``applier._turns``); what they leave is what the upstream has, the counters too."""
+    env = make_env(mariadb_factory, tmp_path, sync=DRIVER)
+    counted = [f"CREATE TABLE app.q{i} (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20),"
+               " n INT NOT NULL)" for i in range(4)]
+    steps = []
+    for r in range(30):
+        # The four tables alike in every batch, as a multi-threaded bulk load leaves them.
+        steps += [f"INSERT INTO app.q{i} (v, n) VALUES " + ", ".join(
+                      f"('v{r}-{k}', {k})" for k in range(200)) for i in range(4)]
+        steps += [f"UPDATE app.q{i} SET n = n + 1 WHERE id % 50 = {r}" for i in range(4)]
+    env.run([SCHEMA, *counted, *steps])
+    env.relay()
+    real = tasks_module.apply_plan_part
+    lanes: set[tuple[int, int]] = set()
+
+    def spied(conn: Any, part: Any, **kwargs: Any) -> Any:
+        lanes.add(kwargs["lane"])
+        return real(conn, part, **kwargs)
+
+    monkeypatch.setattr(tasks_module, "apply_plan_part", spied)
+    loads = int(env.downstream.execute("SHOW GLOBAL STATUS LIKE 'Com_load'")[0][1])
+    env.sync(spark)
+    assert_converged(env)
+    assert lanes == {(i, 4) for i in range(4)}
+    assert int(env.downstream.execute("SHOW GLOBAL STATUS LIKE 'Com_load'")[0][1]) > loads
+    for i in range(4):
+        counter = "SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE" \
+            f" TABLE_SCHEMA = 'app' AND TABLE_NAME = 'q{i}'"
+        assert env.downstream.execute(counter) == env.upstream.execute(counter)

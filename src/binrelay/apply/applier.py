@@ -279,9 +279,10 @@ class LoadKinds:
                 _kinds(self.rules, table, columns)
         if found is not None and not spread and self.one_at_a_time(table):
             # With innodb_autoinc_lock_mode 0 or 1 (MariaDB's default) a LOAD DATA holds the
-            # table's AUTO-INC lock to its end, where a REPLACE takes it for a moment: the
-            # apply tasks' loads of one table would run one at a time (measured: slower
-            # than REPLACE from two threads).
+            # table's AUTO-INC lock to its end, where at 1 a REPLACE takes a mutex for a
+            # moment (unless a load holds or waits for the lock): the apply tasks' loads of
+            # one table would run one at a time (measured: slower than REPLACE from two
+            # threads).
             return None
         return found  # type: ignore[return-value]
 
@@ -292,10 +293,6 @@ class LoadKinds:
             return False
         info = self.rules.columns_of(table)
         return info is not None and any(c.auto_increment for c in info.columns)
-
-
-def load_kinds(rules: TableRules, refused: Collection[TableRef] = ()) -> LoadKinds:
-    return LoadKinds(rules, refused)
 
 
 def _kinds(rules: TableRules, table: TableRef, columns: tuple[str, ...]) -> str | None:
@@ -336,7 +333,8 @@ Groups = dict[tuple[TableRef, tuple[str, ...]], tuple[list[Any], list[Any]]]
 Lane = tuple[int, int]
 
 
-def _turns(groups: Groups, kinds_of: LoadKinds | None, lane: Lane
+def _turns(groups: Groups, kinds_of: LoadKinds | None, lane: Lane,
+           deleting: Collection[TableRef] = ()
            ) -> tuple[list[tuple[tuple[TableRef, tuple[str, ...]], tuple[list[Any], list[Any]]]],
                       frozenset[TableRef]]:
     """The upsert groups in the order apply task ``lane[0]`` of ``lane[1]`` writes them,
@@ -350,14 +348,20 @@ def _turns(groups: Groups, kinds_of: LoadKinds | None, lane: Lane
     :data:`_TURN_SLACK` times all of them, that costs a server with a core per task at
     most an eighth more than REPLACE, and one with fewer cores (which the tasks keep busy
     anyway) nothing; a bigger table, and the rows go by REPLACE.
+
+    Not a table the part also deletes from (``deleting``): a delete of a key the
+    downstream lacks holds a gap lock to the commit (REPEATABLE READ), and a load waiting
+    on another task's gap lock while holding the AUTO-INC lock that task then waits for is
+    a deadlock (retried, but a whole task's transaction each time).
     """
     order = sorted(groups.items(), key=lambda kv: kv[0])
     if kinds_of is None:
         return order, frozenset()
     index, tasks = lane
     sizes: dict[TableRef, int] = {}
-    for (table, _cols), (values, _at) in order:
-        if kinds_of.one_at_a_time(table):
+    for (table, cols), (values, _at) in order:
+        if table not in deleting and kinds_of.one_at_a_time(table) and \
+                kinds_of(table, cols, spread=True) is not None:
             sizes[table] = sizes.get(table, 0) + len(values)
     if not sizes or max(sizes.values()) * tasks > _TURN_SLACK * sum(sizes.values()):
         return order, frozenset()
@@ -403,7 +407,7 @@ def _keyed_statements(
         _key_order(loose)
         _extend(upserts, group, [u.row for u in loose], [u.position for u in loose])
     out: list[tuple[Statement, Callable[[], list[Statement]]]] = []
-    upsert_order, spread = _turns(upserts, kinds_of, lane)
+    upsert_order, spread = _turns(upserts, kinds_of, lane, {t for t, _k in deletes})
 
     def deleting(table: TableRef, cols: tuple[str, ...], keys: Sequence[tuple[Any, ...]],
                  positions: Sequence[tuple[int, ...]], rows: int) -> list[Statement]:
@@ -468,7 +472,7 @@ def part_statements(
 ) -> list[Statement]:
     """What :func:`apply_plan_part` sends, in order (for inspection and tests)."""
     statements = [st for st, _ in _keyed_statements(
-        part.ops, max_rows, max_bytes, None if rules is None else load_kinds(rules), lane)]
+        part.ops, max_rows, max_bytes, None if rules is None else LoadKinds(rules), lane)]
     if part.ordered is not None:
         statements += ordered_statements(part.ordered.changes,
                                          fk=part.ordered.reason == FK_LINKED)
@@ -573,7 +577,7 @@ def _guarded(conn: Any, parts: Sequence[PlanPart],
         return run
 
     kinds_of = None if rules is None or getattr(conn, "loads_refused", False) else \
-        load_kinds(rules, getattr(conn, "refused_loads", ()))
+        LoadKinds(rules, getattr(conn, "refused_loads", ()))
     try:
         try:
             done = _transaction(conn, body(statements(kinds_of)), action=action,

@@ -101,7 +101,7 @@ class DownstreamColumn:
     collation: str | None = None
     collation_id: int | None = None
     #: AUTO_INCREMENT: a LOAD DATA of the table's rows takes its table-level AUTO-INC lock
-    #: (``applier.load_kinds``).
+    #: (``applier.LoadKinds``).
     auto_increment: bool = False
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
