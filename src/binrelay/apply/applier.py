@@ -330,13 +330,18 @@ def _kinds(rules: TableRules, table: TableRef, columns: tuple[str, ...]) -> str 
 _TURN_SLACK = 1.5
 
 Groups = dict[tuple[TableRef, tuple[str, ...]], tuple[list[Any], list[Any]]]
+Group = tuple[tuple[TableRef, tuple[str, ...]], tuple[list[Any], list[Any]]]
 Lane = tuple[int, int]
+
+
+def _in_order(groups: Groups) -> list[Group]:
+    """The groups by (table, columns): every task writes its tables in the same order."""
+    return sorted(groups.items(), key=lambda kv: kv[0])
 
 
 def _turns(groups: Groups, kinds_of: LoadKinds | None, lane: Lane,
            deleting: Collection[TableRef] = ()
-           ) -> tuple[list[tuple[tuple[TableRef, tuple[str, ...]], tuple[list[Any], list[Any]]]],
-                      frozenset[TableRef]]:
+           ) -> tuple[list[Group], frozenset[TableRef]]:
     """The upsert groups in the order apply task ``lane[0]`` of ``lane[1]`` writes them,
     and the tables among them it may load although their loads run one at a time.
 
@@ -354,7 +359,7 @@ def _turns(groups: Groups, kinds_of: LoadKinds | None, lane: Lane,
     on another task's gap lock while holding the AUTO-INC lock that task then waits for is
     a deadlock (retried, but a whole task's transaction each time).
     """
-    order = sorted(groups.items(), key=lambda kv: kv[0])
+    order = _in_order(groups)
     if kinds_of is None:
         return order, frozenset()
     index, tasks = lane
@@ -430,9 +435,8 @@ def _keyed_statements(
 
     # Any order is correct for REPLACE (docs/apply.md), deletes first only make its
     # conflicts rarer; the inserts must follow their deletes.
-    for build, groups in ((deleting, sorted(deletes.items(), key=lambda kv: kv[0])),
-                          (replacing, upsert_order),
-                          (inserting, sorted(inserts.items(), key=lambda kv: kv[0]))):
+    for build, groups in ((deleting, _in_order(deletes)), (replacing, upsert_order),
+                          (inserting, _in_order(inserts))):
         for (table, cols), (values, positions) in groups:
             start = 0
             for st in build(table, cols, values, positions, max_rows):
