@@ -170,6 +170,87 @@ def test_rows_after_ddl_sent_ahead_follow_their_rules(mariadb_factory, tmp_path:
     assert sizes, "no DDL went ahead"
 
 
+#: A run of evident DDL, and whether each has a journal row of its own when sent ahead:
+#: only where it could take away (or make again) what a DDL since the last row made or
+#: took away, whose replay would then not be what it was.
+RUN_OF_DDL = [
+    ("CREATE TABLE d.t (id INT PRIMARY KEY, a INT)", True),  # first after CREATE DATABASE
+    ("ALTER TABLE d.t ADD COLUMN c INT", False),  # only adds, as the CREATE
+    ("CREATE INDEX ia ON d.t (a)", False),
+    # Takes c away: ADD COLUMN c, run again after it, would add it back.
+    ("ALTER TABLE d.t ADD COLUMN e INT, DROP COLUMN c", True),
+    # Takes t away: CREATE TABLE d.t, run again after it, would make it again.
+    ("RENAME TABLE d.t TO d.u", True),
+    ("CREATE TABLE d.v (id INT PRIMARY KEY)", False),  # names nothing the RENAME did
+    # Makes t again: the RENAME, run again after it, would fail (u exists).
+    ("CREATE TABLE d.t (id INT PRIMARY KEY, b INT)", True),
+    ("DROP TABLE d.v", False),  # names nothing of the CREATE before it
+    ("TRUNCATE TABLE d.u", False),
+    ("CREATE TABLE d.v (id INT PRIMARY KEY, w INT)", True),  # makes v again
+    ("DROP INDEX ia ON d.u", False),
+    ("CREATE INDEX ia ON d.u (e)", True),  # makes ia again
+    ("ALTER TABLE d.t ADD COLUMN f INT DEFAULT 6", False),
+]
+
+
+def journaled_ahead(monkeypatch: Any) -> list[tuple[str, bool]]:
+    """Per DDL sent ahead: its statement and whether its script commits a journal row."""
+    sent: list[tuple[str, bool]] = []
+    real = ddl_module.DdlsAhead._send
+
+    def send(self: Any, conn: Any) -> None:
+        before = list(self._queued)
+        real(self, conn)
+        sent.extend((item.script.statement, item.script.journaled > item.script.lead)
+                    for item in before[:len(before) - len(self._queued)])
+
+    monkeypatch.setattr(ddl_module.DdlsAhead, "_send", send)
+    return sent
+
+
+def test_journal_rows_only_where_a_replay_needs_them(mariadb_factory, tmp_path: Path, spark,
+                                                    monkeypatch) -> None:
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d", *(sql for sql, _row in RUN_OF_DDL),
+             "INSERT INTO d.t VALUES (1, 2, 3)", "INSERT INTO d.u VALUES (4, 5, 6)"])
+    env.relay()
+    sent = journaled_ahead(monkeypatch)
+    env.sync(spark)
+    # (A DROP TABLE is logged as the server rewrote it.)
+    assert [row for _sql, row in sent] == [row for _sql, row in RUN_OF_DDL], sent
+    assert_converged(env)
+    assert_same_definitions(env)
+
+
+@pytest.mark.parametrize("at", range(1, len(RUN_OF_DDL) + 1))
+def test_a_run_with_rows_left_out_replayed_after_a_crash(at: int, mariadb_factory,
+                                                        tmp_path: Path, spark,
+                                                        monkeypatch) -> None:
+    """The sync "dies" right after DDL ``at`` of the run, sent ahead, ran (the rest of its
+    script going on on the downstream): the replay runs the DDL again from the batch's last
+    journal row, and the run ends as the upstream's."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d", *(sql for sql, _row in RUN_OF_DDL),
+             "INSERT INTO d.t VALUES (1, 2, 3)", "INSERT INTO d.u VALUES (4, 5, 6)"])
+    env.relay()
+    ran: list[str] = []
+
+    def hit(name: str, key: str = "") -> None:
+        if name == "ddl-applied":
+            ran.append(key)
+            if len(ran) == at + 1:
+                raise SimulatedCrash(key)
+
+    monkeypatch.setattr(failpoints, "hit", hit)
+    sent = journaled_ahead(monkeypatch)
+    with pytest.raises(SimulatedCrash):
+        env.sync(spark)
+    assert sent and [row for _sql, row in sent] == [row for _sql, row in RUN_OF_DDL][:len(sent)]
+    env.sync(spark)
+    assert_converged(env)
+    assert_same_definitions(env)
+
+
 def test_a_ddl_counted_as_done_in_a_script_lets_the_rest_run(mariadb_factory, tmp_path: Path,
                                                              spark, monkeypatch) -> None:
     """A CREATE TABLE the downstream already has fails in the middle of a script ("exists",

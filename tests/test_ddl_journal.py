@@ -28,6 +28,8 @@ from binrelay.apply.ddl_journal import (
     catalog_print,
     decide,
     earlier_catalog_prints,
+    evidence,
+    evidence_kept,
     evident,
     statement_words,
 )
@@ -237,6 +239,9 @@ def test_a_failed_ddl_is_run_by_the_next_attempt(mariadb_factory) -> None:
     ("ALTER TABLE t ADD COLUMN c INT", True),
     ("ALTER TABLE t ADD COLUMN `c` INT AFTER a, ALGORITHM=INSTANT", True),
     ("ALTER TABLE t ADD COLUMN c INT, RENAME COLUMN p TO q, RENAME COLUMN q TO p", True),
+    ("ALTER TABLE t ADD COLUMN c INT, RENAME TO u", True),
+    # Run again, it meets no t, and no new name at the end to tell that it ran.
+    ("ALTER TABLE t ADD COLUMN c INT, RENAME TO u, ADD COLUMN d INT", False),
     ("ALTER TABLE t ADD COLUMN IF NOT EXISTS c INT", False),
     ("ALTER TABLE t ADD COLUMN (a INT, b INT)", False),
     ("ALTER TABLE t ADD c INT", False),
@@ -350,6 +355,44 @@ def test_the_words_a_print_looks_up() -> None:
     assert statement_words("CREATE TABLE `INT` (id INT, `7` int) COMMENT 'ON x'",
                            names_only=True) == ["7", "COMMENT", "INT", "id", "x"]
     assert "ALTER" in statement_words("ALTER TABLE t ADD c INT")  # the earlier print's
+
+
+def test_the_words_a_quote_in_a_comment_cannot_hide() -> None:
+    words = statement_words("ALTER TABLE /* 5\" */ x ADD COLUMN d INT, DROP COLUMN c /* \" */",
+                            names_only=True, qualifiers=False)
+    assert {"x", "d", "c"} <= set(words)
+    words = statement_words("ALTER TABLE t ADD COLUMN w INT COMMENT 'width (5\")', RENAME TO u,"
+                            " ADD COLUMN h INT COMMENT 'height (3\")'", names_only=True)
+    assert {"t", "w", "u", "h"} <= set(words)
+    assert "u" in statement_words("RENAME TABLE /* don`t */ t TO `u` /* ` */", names_only=True)
+    # Qualifiers left out, if asked; a name after a dot kept.
+    assert statement_words("CREATE INDEX i ON `d` . t (a)", names_only=True,
+                           qualifiers=False) == ["a", "i", "t"]
+
+
+@pytest.mark.parametrize(("run", "kept"), [
+    (["CREATE TABLE t (id INT PRIMARY KEY, a INT)", "ALTER TABLE t ADD COLUMN c INT",
+      "CREATE INDEX i ON t (a)", "CREATE TABLE u LIKE t"], True),
+    (["CREATE TABLE t (id INT)", "RENAME TABLE t TO u"], False),
+    (["DROP TABLE t", "CREATE TABLE t (id INT)"], False),
+    (["DROP INDEX i ON t", "CREATE INDEX i ON t (a)"], False),
+    (["RENAME TABLE t TO u", "DROP TABLE u"], False),
+    (["TRUNCATE TABLE t", "ALTER TABLE t ADD COLUMN c INT"], False),
+    (["ALTER TABLE t ADD COLUMN c INT", "ALTER TABLE t ADD COLUMN d INT, DROP COLUMN c"], False),
+    (["ALTER TABLE t ADD COLUMN c INT", "ALTER TABLE T ADD COLUMN d INT, CHANGE b e INT"], False),
+    (["RENAME TABLE a.t TO a.u", "CREATE TABLE b.t (id INT)"], False),  # schemas aside
+    (["RENAME TABLE t TO u", "CREATE TABLE v (id INT)", "DROP TABLE w"], True),
+    (["CREATE TABLE x (a INT)", "ALTER TABLE x ADD COLUMN c INT",
+      "ALTER TABLE /* 5\" */ x ADD COLUMN d INT, DROP COLUMN c /* \" */"], False),
+    # A SELECT may read what it does not name (a view, a function).
+    (["CREATE TABLE snap SELECT * FROM v_orders", "DROP TABLE orders"], False),
+    (["CREATE TABLE snap SELECT * FROM v_orders", "CREATE INDEX i ON orders (a)"], True),
+])
+def test_which_runs_of_ddl_keep_their_evidence(run: list[str], kept: bool) -> None:
+    assert all(evident(sql, "d") for sql in run)
+    evidences = [evidence(sql, "d") for sql in run]
+    assert all(evidence_kept(evidences[:i], evidences[i])
+               for i in range(1, len(run))) is kept
 
 
 def test_decide() -> None:

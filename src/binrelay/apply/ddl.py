@@ -19,10 +19,13 @@ from binrelay.apply.ddl_journal import (
     EVIDENT,
     SKIP,
     DdlJournal,
+    Evidence,
     catalog_print,
     decide,
     earlier_catalog_prints,
     ends_alone,
+    evidence,
+    evidence_kept,
     evident,
 )
 from binrelay.apply.downstream import (
@@ -402,12 +405,19 @@ def _retimed(before: tuple[str | None, tuple[str, ...]],
     timed = _TIMESTAMP.search(last)
     if not last.startswith("SET ") or timed is None:
         return None
-    entry = full.script[full.journaled - 2]
-    if not isinstance(entry, str) or not entry.isascii():
+    journaled = full.script[full.lead:full.journaled]  # the journal row and COMMIT, or none
+    if any(not isinstance(sql, str) or not sql.isascii() for sql in journaled):
         return None  # the journal's own name would be read in the upstream's charset
-    return replace(full, script=["SET @@session.timestamp = DEFAULT", entry, "COMMIT",
-                                 last[:timed.end()], full.script[-1]],
-                   lead=1, journaled=3, use=0, context=True)
+    lead = ["SET @@session.timestamp = DEFAULT"] if journaled else []
+    return replace(full, script=[*lead, *journaled, last[:timed.end()], full.script[-1]],
+                   lead=len(lead), journaled=len(lead) + len(journaled), use=0, context=True)
+
+
+def _unjournaled(full: _DdlScript) -> _DdlScript:
+    """``full`` without its journal row and COMMIT: a DDL whose evidence, and that of the
+    DDL run before it since the last journal row, each keeps (``evidence_kept``)."""
+    return replace(full, script=[*full.script[:full.lead], *full.script[full.journaled:]],
+                   journaled=full.lead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,12 +430,14 @@ class _Ahead:
     encoding: str
     #: ``script`` as bytes (:meth:`as_sent` keeps them in step).
     packet: bytes
+    evidence: Evidence
 
     @classmethod
     def of(cls, script: _DdlScript, journal: DdlJournal, replay: bool,
            encoding: str) -> _Ahead:
         return cls(script, script, journal, replay, encoding,
-                   script_packet(script.script, encoding))
+                   script_packet(script.script, encoding),
+                   evidence(script.statement, script.schema))
 
     def as_sent(self, script: _DdlScript) -> _Ahead:
         return replace(self, script=script, packet=script_packet(script.script,
@@ -448,7 +460,14 @@ class DdlsAhead:
 
     A DDL whose upstream context is the one before it but for its timestamp (a migration's
     statements, from one session) is retimed rather than reset and set again: the two SET
-    statements of ~30 variables were half of what a DDL cost besides itself."""
+    statements of ~30 variables were half of what a DDL cost besides itself.
+
+    A DDL that keeps the evidence of those sent since the last journal row, each keeping
+    its own (``ddl_journal.evidence_kept``: CREATE TABLE t, ALTER TABLE t ADD COLUMN c,
+    CREATE INDEX i ON t; or DDL on other tables), has none: a replay finds no row for it
+    and runs it again, as it runs the one with the row, and the server's answer tells
+    each one's outcome.  The row's commit (its fsync, ahead of the DDL's own) was most of
+    what a DDL cost besides itself, the driver's share aside."""
 
     def __init__(self, limit: int, max_packet: int | None = None) -> None:
         self.limit = limit
@@ -462,6 +481,9 @@ class DdlsAhead:
         #: The default database and context of the last DDL added, while the session is
         #: sure to be left in it (None once anything else may run on the connection).
         self._context: tuple[str | None, tuple[str, ...]] | None = None
+        #: The evidence of the DDL added since the last with a journal row, while nothing
+        #: else may have run between them.
+        self._run: list[Evidence] = []
 
     def add(self, conn: Any, item: _Ahead, context: tuple[str | None, tuple[str, ...]]
             ) -> None:
@@ -470,10 +492,16 @@ class DdlsAhead:
             self._drain(conn)
             self._send(conn)
         # Decided once nothing can run before it but the DDL added before it.
-        if self._context is not None:
-            retimed = _retimed(self._context, context, item.full)
-            if retimed is not None:
-                item = item.as_sent(retimed)
+        if self._context is not None and evidence_kept(self._run, item.evidence):
+            self._run.append(item.evidence)
+            script = _unjournaled(item.full)
+            item = item.as_sent(_retimed(self._context, context, script) or script)
+        else:
+            if self._context is not None:
+                retimed = _retimed(self._context, context, item.full)
+                if retimed is not None:
+                    item = item.as_sent(retimed)
+            self._run = [item.evidence]
         self._context = context
         self._queued.append(item)
         if len(self._queued) >= self.limit:
@@ -483,7 +511,7 @@ class DdlsAhead:
 
     def finish(self, conn: Any) -> None:
         """Every DDL sent and answered (anything may run on the connection next)."""
-        self._context = None
+        self._context, self._run = None, []
         self._drain(conn)
         while self._queued:
             self._send(conn)
@@ -541,7 +569,7 @@ class DdlsAhead:
         """Statement ``_answered`` of the script in flight failed: the server ran none
         after it.  Its DDL is handled as alone; the ones after it are sent again."""
         cur, flight = self._cur, self._flight
-        self._cur, self._flight, self._context = None, [], None
+        self._cur, self._flight, self._context, self._run = None, [], None, []
         if not flight:  # an answer after the script's last: a statement read as two
             self._queued = []
             raise DownstreamError("the downstream answered more statements than a script of"

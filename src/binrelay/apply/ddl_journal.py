@@ -21,12 +21,17 @@ replay of the same batch then decides:
 
 Only the batch's last journaled DDL is decided so: a row of a later one proves it ran.  The
 rows of a batch go in its last transaction, with the checkpoint.
+
+An evident DDL run right after others (nothing between) that leaves their evidence as it
+was, and whose own the next ones leave (:func:`evidence_kept`), needs no row: with none,
+a replay runs it, and the server's answer says whether it ran, as for the one with the row.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,8 +48,9 @@ from binrelay.apply.sql import (
 from binrelay.apply.statement_sql import sql_string
 from binrelay.errors import DdlOutcomeUnknownError
 
-__all__ = ["EVIDENT", "RUN", "SKIP", "CatalogPrint", "DdlJournal", "catalog_print", "decide",
-           "earlier_catalog_prints", "ends_alone", "evident", "sql_words"]
+__all__ = ["EVIDENT", "RUN", "SKIP", "CatalogPrint", "DdlJournal", "Evidence", "catalog_print",
+           "decide", "earlier_catalog_prints", "ends_alone", "evidence", "evidence_kept",
+           "evident", "sql_words"]
 
 RUN, SKIP = "run", "skip"
 
@@ -105,6 +111,8 @@ _CONDITIONAL = re.compile(r"\bIF\s+EXISTS\b", re.IGNORECASE)
 _IF_NOT_EXISTS = re.compile(r"\bIF\s+NOT\s+EXISTS\b", re.IGNORECASE)
 _SELECT = re.compile(r"\bSELECT\b", re.IGNORECASE)
 _TEMPORARY = re.compile(r"\s*(?:CREATE|DROP)\s+TEMPORARY\b", re.IGNORECASE)
+#: An ALTER TABLE's RENAME of the table (not of a column or an index), in :func:`sql_words`.
+_TABLE_RENAME = re.compile(r"\bRENAME\s+(?!(?:COLUMN|INDEX|KEY)\b)", re.IGNORECASE)
 
 
 def sql_words(statement: str) -> str | None:
@@ -143,7 +151,8 @@ def evident(statement: str, schema: str | None) -> bool:
     no catalog print: a replay runs it (the journal row then only says "a later DDL ran").
 
     Only the batch's last journaled DDL is ever decided so (no row was written after it),
-    which is why each kind here is judged on the state it left alone:
+    which is why each kind here is judged on the state it left alone (or that DDL after it
+    left which keep its evidence and have no row of their own: :func:`evidence_kept`):
 
     * CREATE TABLE / CREATE INDEX (not OR REPLACE, not TEMPORARY; not a CREATE TABLE IF
       NOT EXISTS ... SELECT): "exists" (or, IF NOT EXISTS, nothing);
@@ -151,7 +160,9 @@ def evident(statement: str, schema: str | None) -> bool:
     * TRUNCATE: an empty table emptied again;
     * RENAME TABLE of one table: its old name is gone (the applier checks the new is there);
     * ALTER TABLE with an ADD COLUMN of a named column and no IF EXISTS clause: the column
-      is there, so the whole statement fails (an ALTER is atomic), whatever else it does.
+      is there, so the whole statement fails (an ALTER is atomic), whatever else it does;
+      but for a RENAME of the table that is not its last clause (its table is gone then:
+      only a last one's new name is checked).
 
     Anything else, and anything it cannot read for certain (a backslash, an executable
     comment), is not evident: its print decides.
@@ -169,7 +180,8 @@ def evident(statement: str, schema: str | None) -> bool:
     if kind == "rename table":
         return "," not in text and bool(rename_targets(statement, schema))
     if kind == "alter table":
-        return _CONDITIONAL.search(text) is None and _ADD_COLUMN.search(text) is not None
+        return _CONDITIONAL.search(text) is None and _ADD_COLUMN.search(text) is not None \
+            and (_TABLE_RENAME.search(text) is None or bool(rename_targets(statement, schema)))
     return False
 
 
@@ -196,21 +208,101 @@ _RESERVED = frozenset({
     "WHERE", "WITH"})
 
 
-def statement_words(statement: str, *, names_only: bool = False) -> list[str]:
+def statement_words(statement: str, *, names_only: bool = False,
+                    qualifiers: bool = True) -> list[str]:
     """Every word of the statement that may be a name (quoted or bare); with ``names_only``
     without the bare ones that cannot be (reserved words, numbers), unless after a dot
-    (``db.select`` names a table)."""
+    (``db.select`` names a table); without ``qualifiers``, without those right before a
+    dot (``db`` of ``db.t``)."""
     words: set[str] = set()
+    # Three readings, each where another may go wrong (a quote inside a comment or a
+    # literal, read as a quoted name's start, would hide every name up to the next one):
+    # quotes as they may be written, with backslash escapes; quoted names as the server
+    # lexes them; every bare word, whatever quotes it may be in.
     for match in _WORDS.finditer(statement):
+        if not qualifiers and _before_dot(statement, match.end()):
+            continue
         quoted, ansi, bare = match.groups()
         if quoted:
             words.add(quoted.replace("``", "`"))
         elif ansi:
             words.add(ansi.replace('""', '"'))
-        elif not names_only or not (bare.upper() in _RESERVED or bare.isdigit()) \
-                or _after_dot(statement, match.start()):
+        elif _may_name(statement, match, names_only):
             words.add(bare)
+    for token in _TOKEN.finditer(statement):
+        first = token.group()[:1]
+        if first in '`"' and (qualifiers or not _before_dot(statement, token.end())):
+            words.add(token.group()[1:-1].replace(first * 2, first))
+    for match in _BARE.finditer(statement):
+        # (A quoted qualifier's word ends before its quote.)
+        end = match.end() + statement.startswith(("`", '"'), match.end())
+        if (qualifiers or not _before_dot(statement, end)) \
+                and _may_name(statement, match, names_only):
+            words.add(match.group())
     return sorted(words)
+
+
+_BARE = re.compile(r"[0-9A-Za-z_$\u0080-\uffff]+")
+
+
+def _may_name(statement: str, bare: re.Match[str], names_only: bool) -> bool:
+    word = bare.group()
+    return not names_only or not (word.upper() in _RESERVED or word.isdigit()) \
+        or _after_dot(statement, bare.start())
+
+
+def _before_dot(text: str, at: int) -> bool:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return text.startswith(".", at)
+
+
+#: What an ALTER TABLE may take away or rename (a column, an index, a partition, the
+#: table's name), besides adding: words as :func:`sql_words` leaves them.
+_TAKES = re.compile(r"\b(?:DROP|CHANGE|RENAME|MODIFY|EXCHANGE|DISCARD|IMPORT|REMOVE"
+                    r"|REORGANIZE|COALESCE|TRUNCATE|PARTITIONS?|CONVERT|REPLACE)\b",
+                    re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the server's answer to an :func:`evident` DDL run again is read from: the
+    objects it names (every word that may name a table, a column or an index, casefolded;
+    its schemas' names left out), and whether it only adds (a table, a column, an index)
+    and takes nothing away, so that its evidence ("it exists") stays what a later DDL that
+    also only adds left."""
+
+    names: frozenset[str]
+    adds: bool
+    #: It may reach objects it does not name (a CREATE TABLE ... SELECT from a view, or
+    #: calling a function): run again, it may meet what any later DDL took away.
+    reaches: bool = False
+
+
+def evidence(statement: str, schema: str | None) -> Evidence:
+    """The :class:`Evidence` of an :func:`evident` DDL."""
+    proper = statement_proper(statement)
+    names = frozenset(word.casefold() for word in statement_words(
+        statement, names_only=True, qualifiers=False))
+    kind = ddl_kind(proper).name
+    text = sql_words(proper)
+    adds = kind in ("create table", "create index") or (
+        kind == "alter table" and text is not None and _TAKES.search(text) is None)
+    reaches = text is None or _SELECT.search(text) is not None
+    return Evidence(names, adds and evident(statement, schema), reaches)
+
+
+def evidence_kept(earlier: Sequence[Evidence], later: Evidence) -> bool:
+    """Whether an :func:`evident` DDL run right after the DDL of ``earlier`` (evident too,
+    run in order, nothing else between) leaves each one's evidence as it was: it names
+    none of their objects (nor may reach any: a SELECT), or it and every one of them that
+    it does name (or may reach) only add.  Then
+    a replay that runs them all again, from the first, tells each one's outcome from the
+    server's answer, and only the first needs a journal row (which also says that the rows
+    before it were committed): a later DDL that took away what an earlier one made (CREATE
+    t, then RENAME t TO u) would let the earlier one run twice."""
+    return all((later.adds and before.adds)
+               or not (before.reaches or later.names & before.names) for before in earlier)
 
 
 def statement_names(statement: str, schema: str | None, *, names_only: bool = True
