@@ -169,6 +169,14 @@ def test_which_ddl_make_the_rules_be_read_again_and_how(tmp_path: Path) -> None:
         m._rules_after("RENAME TABLE m TO m2", "d")
         assert not m.rules_stale and m.keys_unread == [(ddl, "d"), ("RENAME TABLE m TO m2",
                                                                     "d")], ddl
+    # A migration's long run of them: one whole read before rows go by key, none before
+    # rows replayed in relay order.
+    m = pipeline(tmp_path)
+    for i in range(40):
+        m._rules_after(f"CREATE TABLE t{i} (id INT PRIMARY KEY, b VARCHAR(32))", "d")
+        m._rules_after(f"CREATE INDEX a_idx ON t{i} (b)", "d")
+        m._rules_after(f"RENAME TABLE t{i} TO r{i}", "d")
+    assert not m.rules_stale and m.keys_unread is None
     for ddl in ("ALTER TABLE n ADD COLUMN z INT PRIMARY KEY",
                 "ALTER TABLE n ADD COLUMN z INT NOT NULL KEY"):
         m = pipeline(tmp_path)

@@ -273,8 +273,10 @@ class SyncPipeline:
         #: Tables made since the read (their CREATE TABLE, default schema) whose columns
         #: (text, floating point: their keys' collations) the rules lack: read before the
         #: next batch that writes rows by key, not before rows replayed in relay order (a
-        #: migration's run of DDL and rows); a RENAME after one is noted with it.
-        self.keys_unread: list[tuple[str, str | None]] = []
+        #: migration's run of DDL and rows); a RENAME after one is noted with it.  None:
+        #: more than ``_NARROW_MAX``: the whole catalog is read before that batch (a run of
+        #: DDL and rows in relay order goes on without a read).
+        self.keys_unread: list[tuple[str, str | None]] | None = []
         self.triggers = SkippedTriggers(config.sync.checkpoint_schema, config.sync.pipeline)
         self.journal = DdlJournal(config.sync.checkpoint_schema, config.sync.pipeline)
         #: When the consumer position was last written, and a newer one not written yet.
@@ -386,8 +388,8 @@ class SyncPipeline:
         rows are written again); refuses a downstream with triggers on the tables it would
         write.  Ends the transaction ``conn`` is in."""
         skip = (self.store.schema,)
-        narrow = [] if self.rules_stale and self.stale_ddl is None else \
-            self.keys_unread + (self.stale_ddl or [])
+        narrow = [] if (self.rules_stale and self.stale_ddl is None) \
+            or self.keys_unread is None else self.keys_unread + (self.stale_ddl or [])
         if narrow:
             self.rules = reread_rules(conn, self.rules, narrow, exclude_schemas=skip)
         else:
@@ -898,7 +900,7 @@ class SyncPipeline:
                                        target_bytes=self.sync.partition_bytes)
         by_key = all(s.kind == "dml" for s in segments)  # (else replayed in relay order)
         if (self.rules_stale and any(s.kind != "ddl" for s in segments)) or \
-                (self.keys_unread and by_key and segments):
+                (self.keys_unread != [] and by_key and segments):
             with pooled_connection(self.driver_downstream) as conn:
                 self.read_rules(conn)
         rows_by_op: dict[str, int] = {}
@@ -1094,14 +1096,10 @@ class SyncPipeline:
         if keeps_rules(ddl) or (
                 not self.rules_stale and leaves_rules(self.rules, ddl, schema)):
             if self.keys_unread and ddl_kind(ddl).name == "rename table":
-                if len(self.keys_unread) < _NARROW_MAX:
-                    self.keys_unread.append((ddl, schema))  # (the new name is read)
-                else:
-                    self.rules_stale, self.stale_ddl = True, None
+                self._keys_unread((ddl, schema))  # (the new name is read)
             return
-        if not self.rules_stale and len(self.keys_unread) < _NARROW_MAX and \
-                leaves_rules(self.rules, ddl, schema, keys=False):
-            self.keys_unread.append((ddl, schema))
+        if not self.rules_stale and leaves_rules(self.rules, ddl, schema, keys=False):
+            self._keys_unread((ddl, schema))
             return
         self.rules_stale = True
         if self.stale_ddl is not None and len(self.stale_ddl) < _NARROW_MAX \
@@ -1109,6 +1107,12 @@ class SyncPipeline:
             self.stale_ddl.append((ddl, schema))
         else:
             self.stale_ddl = None
+
+    def _keys_unread(self, ddl: tuple[str, str | None]) -> None:
+        if self.keys_unread is not None and len(self.keys_unread) < _NARROW_MAX:
+            self.keys_unread.append(ddl)
+        else:
+            self.keys_unread = None
 
     def _dml(self, segments: list, batch_id: int) -> dict[str, int]:
         """Apply the batch's DML partitions (planned once, in ``_batch``) on Spark tasks.
