@@ -212,9 +212,13 @@ class Phase:
 
 
 def spawn(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """A binrelay service, in a session of its own as a deployed one runs (a systemd unit,
+    an operator's shell), as each sandbox server does: with the kernel's autogroup on, a
+    session's processes share one CPU weight, and in this benchmark's session sysbench and
+    the probe are the application."""
     with log_path.open("ab") as out:
         return subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT)
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def stop_process(proc: subprocess.Popen[bytes], name: str, log_path: Path,
@@ -568,7 +572,9 @@ DDL every {DDL_EVERY:.0f} s ({_phase_label(main_phase)}) ·
   (`relay-sync-interval = {args.relay_sync_interval:g}`{default_interval}) and
   `binrelay sync --config F` (streaming:
   `[sync] master = "{MASTER}"`, `tasks = {TASKS}`, default batch limits) run as processes,
-  the sync measured warm, as a deployed one runs (a phase starts after its `spark ready`
+  each in a session of its own, as a deployed service runs and as each server runs (with
+  the kernel's autogroup on, a session's processes share one CPU weight: in the
+  benchmark's own session sysbench and the probe are the application), the sync measured warm, as a deployed one runs (a phase starts after its `spark ready`
   line: Spark up, Python workers started); both downstreams first caught up with
   `sysbench prepare` ({TABLES} tables ×
   {TABLE_SIZE} rows) from empty. Per rate, three phases of the same workload: binrelay
