@@ -574,7 +574,8 @@ DDL every {DDL_EVERY:.0f} s ({_phase_label(main_phase)}) ·
   `[sync] master = "{MASTER}"`, `tasks = {TASKS}`, default batch limits) run as processes,
   each in a session of its own, as a deployed service runs and as each server runs (with
   the kernel's autogroup on, a session's processes share one CPU weight: in the
-  benchmark's own session sysbench and the probe are the application), the sync measured warm, as a deployed one runs (a phase starts after its `spark ready`
+  benchmark's own session sysbench and the probe are the application), the sync measured
+  warm, as a deployed one runs (a phase starts after its `spark ready`
   line: Spark up, Python workers started); both downstreams first caught up with
   `sysbench prepare` ({TABLES} tables ×
   {TABLE_SIZE} rows) from empty. Per rate, three phases of the same workload: binrelay

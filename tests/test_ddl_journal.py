@@ -242,6 +242,12 @@ def test_a_failed_ddl_is_run_by_the_next_attempt(mariadb_factory) -> None:
     ("ALTER TABLE t ADD COLUMN c INT, RENAME TO u", True),
     # Run again, it meets no t, and no new name at the end to tell that it ran.
     ("ALTER TABLE t ADD COLUMN c INT, RENAME TO u, ADD COLUMN d INT", False),
+    # A literal or a comment after the new name: no name a replay could check.
+    ("ALTER TABLE t RENAME TO u, ADD COLUMN c INT COMMENT 'RENAME v'", False),
+    ("RENAME TABLE a TO b/**/", False),
+    # Run again, refused as already versioned / with a period: not "done".
+    ("ALTER TABLE t ADD COLUMN c INT, ADD SYSTEM VERSIONING", False),
+    ("ALTER TABLE t ADD COLUMN s DATE, ADD COLUMN e DATE, ADD PERIOD FOR p(s, e)", False),
     ("ALTER TABLE t ADD COLUMN IF NOT EXISTS c INT", False),
     ("ALTER TABLE t ADD COLUMN (a INT, b INT)", False),
     ("ALTER TABLE t ADD c INT", False),
@@ -387,6 +393,8 @@ def test_the_words_a_quote_in_a_comment_cannot_hide() -> None:
     # A SELECT may read what it does not name (a view, a function).
     (["CREATE TABLE snap SELECT * FROM v_orders", "DROP TABLE orders"], False),
     (["CREATE TABLE snap SELECT * FROM v_orders", "CREATE INDEX i ON orders (a)"], True),
+    # Its function may write t: the TRUNCATE run again would empty it.
+    (["TRUNCATE TABLE t", "CREATE TABLE x SELECT f() AS v"], False),
 ])
 def test_which_runs_of_ddl_keep_their_evidence(run: list[str], kept: bool) -> None:
     assert all(evident(sql, "d") for sql in run)

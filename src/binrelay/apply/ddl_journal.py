@@ -110,6 +110,13 @@ _ADD_COLUMN = re.compile(r"\bADD\s+COLUMN\s+(?!IF\b)[0-9A-Za-z_$\u0080-\uffff]+"
 _CONDITIONAL = re.compile(r"\bIF\s+EXISTS\b", re.IGNORECASE)
 _IF_NOT_EXISTS = re.compile(r"\bIF\s+NOT\s+EXISTS\b", re.IGNORECASE)
 _SELECT = re.compile(r"\bSELECT\b", re.IGNORECASE)
+#: A query inside a DDL (a SELECT, a table value constructor): it may call a function.
+_REACHES = re.compile(r"\b(?:SELECT|VALUES|WITH)\b", re.IGNORECASE)
+#: What an ALTER TABLE run again on the table it left may refuse with an error that is not
+#: "done" (already versioned, a period there): its print decides.
+_VERSIONING = re.compile(r"\b(?:VERSIONING|PERIOD)\b", re.IGNORECASE)
+#: A renamed-to name read for certain (no comment or literal taken into it).
+_PLAIN_TARGET = re.compile(r"[0-9A-Za-z_$\u0080-\uffff]+")
 _TEMPORARY = re.compile(r"\s*(?:CREATE|DROP)\s+TEMPORARY\b", re.IGNORECASE)
 #: An ALTER TABLE's RENAME of the table (not of a column or an index), in :func:`sql_words`.
 _TABLE_RENAME = re.compile(r"\bRENAME\s+(?!(?:COLUMN|INDEX|KEY)\b)", re.IGNORECASE)
@@ -178,11 +185,21 @@ def evident(statement: str, schema: str | None) -> bool:
     if kind in ("create index", "drop index", "truncate"):
         return True
     if kind == "rename table":
-        return "," not in text and bool(rename_targets(statement, schema))
+        return "," not in text and _renamed_to_plain(statement, schema)
     if kind == "alter table":
         return _CONDITIONAL.search(text) is None and _ADD_COLUMN.search(text) is not None \
-            and (_TABLE_RENAME.search(text) is None or bool(rename_targets(statement, schema)))
+            and _VERSIONING.search(text) is None \
+            and (_TABLE_RENAME.search(text) is None or _renamed_to_plain(statement, schema))
     return False
+
+
+def _renamed_to_plain(statement: str, schema: str | None) -> bool:
+    """Whether the names a RENAME (last in the statement) renames to are read for certain,
+    as a replay checks that they are there: not a comment or a literal after them."""
+    targets = rename_targets(statement, schema)
+    return bool(targets) and all(
+        _PLAIN_TARGET.fullmatch(t.table) and (t.schema is None or _PLAIN_TARGET.fullmatch(
+            t.schema)) for t in targets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,21 +305,23 @@ def evidence(statement: str, schema: str | None) -> Evidence:
     text = sql_words(proper)
     adds = kind in ("create table", "create index") or (
         kind == "alter table" and text is not None and _TAKES.search(text) is None)
-    reaches = text is None or _SELECT.search(text) is not None
+    reaches = text is None or _REACHES.search(text) is not None
     return Evidence(names, adds and evident(statement, schema), reaches)
 
 
 def evidence_kept(earlier: Sequence[Evidence], later: Evidence) -> bool:
     """Whether an :func:`evident` DDL run right after the DDL of ``earlier`` (evident too,
     run in order, nothing else between) leaves each one's evidence as it was: it names
-    none of their objects (nor may reach any: a SELECT), or it and every one of them that
+    none of their objects (and neither it nor they may reach any: a SELECT, whose function
+    may write a table a TRUNCATE run again would empty), or it and every one of them that
     it does name (or may reach) only add.  Then
     a replay that runs them all again, from the first, tells each one's outcome from the
     server's answer, and only the first needs a journal row (which also says that the rows
     before it were committed): a later DDL that took away what an earlier one made (CREATE
     t, then RENAME t TO u) would let the earlier one run twice."""
     return all((later.adds and before.adds)
-               or not (before.reaches or later.names & before.names) for before in earlier)
+               or not (before.reaches or later.reaches or later.names & before.names)
+               for before in earlier)
 
 
 def statement_names(statement: str, schema: str | None, *, names_only: bool = True
