@@ -492,16 +492,13 @@ class DdlsAhead:
             self._drain(conn)
             self._send(conn)
         # Decided once nothing can run before it but the DDL added before it.
-        if self._context is not None and evidence_kept(self._run, item.evidence):
-            self._run.append(item.evidence)
-            script = _unjournaled(item.full)
-            item = item.as_sent(_retimed(self._context, context, script) or script)
-        else:
-            if self._context is not None:
-                retimed = _retimed(self._context, context, item.full)
-                if retimed is not None:
-                    item = item.as_sent(retimed)
-            self._run = [item.evidence]
+        kept = self._context is not None and evidence_kept(self._run, item.evidence)
+        self._run = [*self._run, item.evidence] if kept else [item.evidence]
+        if self._context is not None:
+            script = _unjournaled(item.full) if kept else item.full
+            script = _retimed(self._context, context, script) or script
+            if script is not item.full:
+                item = item.as_sent(script)
         self._context = context
         self._queued.append(item)
         if len(self._queued) >= self.limit:

@@ -115,8 +115,9 @@ _REACHES = re.compile(r"\b(?:SELECT|VALUES|WITH)\b", re.IGNORECASE)
 #: What an ALTER TABLE run again on the table it left may refuse with an error that is not
 #: "done" (already versioned, a period there): its print decides.
 _VERSIONING = re.compile(r"\b(?:VERSIONING|PERIOD)\b", re.IGNORECASE)
-#: A renamed-to name read for certain (no comment or literal taken into it).
-_PLAIN_TARGET = re.compile(r"[0-9A-Za-z_$\u0080-\uffff]+")
+#: A word as a bare name may be written: a renamed-to name read for certain (no comment or
+#: literal taken into it) is one.
+_BARE = re.compile(r"[0-9A-Za-z_$\u0080-\uffff]+")
 _TEMPORARY = re.compile(r"\s*(?:CREATE|DROP)\s+TEMPORARY\b", re.IGNORECASE)
 #: An ALTER TABLE's RENAME of the table (not of a column or an index), in :func:`sql_words`.
 _TABLE_RENAME = re.compile(r"\bRENAME\s+(?!(?:COLUMN|INDEX|KEY)\b)", re.IGNORECASE)
@@ -198,8 +199,8 @@ def _renamed_to_plain(statement: str, schema: str | None) -> bool:
     as a replay checks that they are there: not a comment or a literal after them."""
     targets = rename_targets(statement, schema)
     return bool(targets) and all(
-        _PLAIN_TARGET.fullmatch(t.table) and (t.schema is None or _PLAIN_TARGET.fullmatch(
-            t.schema)) for t in targets)
+        _BARE.fullmatch(t.table) and (t.schema is None or _BARE.fullmatch(t.schema))
+        for t in targets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,9 +258,6 @@ def statement_words(statement: str, *, names_only: bool = False,
                 and _may_name(statement, match, names_only):
             words.add(match.group())
     return sorted(words)
-
-
-_BARE = re.compile(r"[0-9A-Za-z_$\u0080-\uffff]+")
 
 
 def _may_name(statement: str, bare: re.Match[str], names_only: bool) -> bool:
