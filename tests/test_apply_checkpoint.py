@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from binrelay.apply import (
     Downstream,
     TableRef,
     TaskLedger,
+    applier,
     apply_parts_with_checkpoint,
     apply_plan_part,
     apply_transaction,
@@ -38,6 +40,7 @@ from binrelay.errors import (
     DownstreamConnectionError,
     DownstreamRowError,
     DownstreamSchemaError,
+    UnfaithfulApplyError,
 )
 from binrelay.position import Position, SubdirName
 from binrelay.testing.sandbox import MariaDBServer, ServerFactory, find_free_port
@@ -215,6 +218,117 @@ def test_driver_batch_moves_the_checkpoint_with_its_data(conn: Any, target: Down
 
 # ---- strict mode ------------------------------------------------------------------------------
 
+
+def test_a_batch_of_keyed_rows_goes_in_one_script(target: Downstream, server: MariaDBServer,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a connection that runs scripts, a batch of keyed rows and the checkpoint's move
+    are one round trip; whatever that script meets that the ordinary way would stop on or
+    look into (the checkpoint elsewhere, a row refused, a warning) has the batch rolled back
+    and run again the ordinary way, which answers as it always has."""
+    scripts: list[list[tuple[int, int]]] = []
+    counted = applier.script_counts
+
+    def spied(cur: Any, statements: Any) -> list[tuple[int, int]]:
+        counts = counted(cur, statements)
+        scripts.append(counts)
+        return counts
+
+    monkeypatch.setattr(applier, "script_counts", spied)
+    ordinary: list[str] = []
+    guarded = applier._guarded
+
+    def the_ordinary_way(*args: Any, **kwargs: Any) -> bool:
+        ordinary.append(kwargs["action"])
+        return guarded(*args, **kwargs)
+
+    monkeypatch.setattr(applier, "_guarded", the_ordinary_way)
+    server.execute("CREATE DATABASE IF NOT EXISTS app")
+    server.execute("CREATE TABLE app.o (id INT, v INT, s SMALLINT, e ENUM('a', 'b'), w TEXT,"
+                   " PRIMARY KEY (id, v))" + SMALL_V)
+    ref, cols = TableRef("app", "o"), ("id", "v", "s", "e", "w")
+    conn = replace(target, scripts=True).connect()
+    create_checkpoint_table(conn, STORE)
+    init_checkpoint(conn, "one", P0, G0, STORE)
+
+    def batch(*rows: tuple[Any, ...], at: int = 1) -> list[Any]:
+        return plan_batch([Change(ref, INSERT, cols, (0, 1), None, row, (at, i))
+                           for i, row in enumerate(rows)]).parts(1)
+
+    def there() -> list[tuple[Any, ...]]:
+        return _rows(server, "SELECT id, v, s, e, w FROM app.o ORDER BY id")
+
+    try:
+        first = batch(*[(i, i, 1, "a", "x") for i in range(5)])
+        assert apply_parts_with_checkpoint(conn, first,
+                                           CheckpointUpdate("one", P0, P1, G1, STORE, 1))
+        assert len(scripts) == 1 and scripts[-1][0] == (1, 0) and not ordinary
+        seen = _fresh_read(target, "one")
+        assert (seen.consistent, seen.position, seen.gtid_set, seen.batch_id) == (
+            True, P1, G1, 1)
+        assert there() == [(i, i, 1, "a", "x") for i in range(5)]
+        # Again (a sync that died before it learned of the commit): the move matches no
+        # row, and the ordinary way says the batch was applied before.
+        assert not apply_parts_with_checkpoint(conn, first,
+                                               CheckpointUpdate("one", P0, P1, G1, STORE, 1))
+        assert scripts[-1][0] == (0, 0) and _fresh_read(target, "one").batch_id == 1
+        assert len(ordinary) == 1
+        # A value the downstream would store otherwise (out of SMALLINT's range: a warning
+        # in the replica's lenient mode): not committed, told as ever.
+        with pytest.raises(UnfaithfulApplyError, match=r"Out of range.*table app\.o"):
+            apply_parts_with_checkpoint(conn, batch((9, 9, 40000, "a", "x"), at=2),
+                                        CheckpointUpdate("one", P1, P2, G2, STORE, 2))
+        assert scripts[-1][1][1] > 0
+        # A row the downstream refuses (no partition for it): the script stops there.
+        refused = batch((7, 7, 1, "b", "y"), (8, 5000, 1, "a", "x"), at=2)
+        with pytest.raises(DownstreamRowError, match=r"table app\.o, position 2\.1"):
+            apply_parts_with_checkpoint(conn, refused,
+                                        CheckpointUpdate("one", P1, P2, G2, STORE, 2))
+        assert there() == [(i, i, 1, "a", "x") for i in range(5)]
+        assert _fresh_read(target, "one").position == P1
+        # Not where the checkpoint stands, not a newer batch, another batch in flight.
+        good = batch((7, 7, 1, "b", "y"), at=2)
+        with pytest.raises(CheckpointError, match="not at"):
+            apply_parts_with_checkpoint(conn, good, CheckpointUpdate("one", P0, P2, G2, STORE, 2))
+        with pytest.raises(CheckpointError, match="not after the last finished"):
+            apply_parts_with_checkpoint(conn, good, CheckpointUpdate("one", P1, P2, G2, STORE, 1))
+        with contextlib.closing(target.connect()) as other:
+            mark_in_flight(other, "one", 5, P2, G2, STORE, start=P1)
+            with pytest.raises(CheckpointError, match="in flight"):
+                apply_parts_with_checkpoint(conn, good,
+                                            CheckpointUpdate("one", P1, P2, G2, STORE, 6))
+            server.execute("UPDATE `br``ckpt`.checkpoint SET consistent = 1, batch_id = 1,"
+                           " target_subdir = NULL, target_log_name = NULL,"
+                           " target_log_pos = NULL WHERE pipeline = 'one'")
+        # A checkpoint row naming its place with a space appended (not binrelay's): the
+        # column's collation would take it for the place, the ordinary way refuses it.
+        server.execute("UPDATE `br``ckpt`.checkpoint SET relay_log_name ="
+                       " CONCAT(relay_log_name, ' ') WHERE pipeline = 'one'")
+        with pytest.raises(CheckpointError, match="holds"):
+            apply_parts_with_checkpoint(conn, good, CheckpointUpdate("one", P1, P2, G2, STORE, 2))
+        server.execute("UPDATE `br``ckpt`.checkpoint SET relay_log_name ="
+                       " TRIM(relay_log_name) WHERE pipeline = 'one'")
+        assert there() == [(i, i, 1, "a", "x") for i in range(5)]
+        # An ENUM's error value, stored upstream as it is (a warning the ordinary way looks
+        # into and takes): committed the ordinary way.
+        with_error_value = batch((7, 7, 1, "", "y"), at=2)
+        assert apply_parts_with_checkpoint(conn, with_error_value,
+                                           CheckpointUpdate("one", P1, P2, G2, STORE, 2))
+        assert scripts[-1][1][1] > 0 and there()[-1] == (7, 7, 1, "", "y")
+        assert _fresh_read(target, "one").position == P2
+        # A script bigger than one statement may be goes the ordinary way; one whose
+        # characters could be but whose bytes are not, too.
+        calls = len(scripts)
+        p3, p4 = (Position(SUB, "mysql-bin.000002", n) for n in (900, 1900))
+        big = batch(*[(10 + i, i, 1, "a", "z" * 1000) for i in range(10)], at=3)
+        assert apply_parts_with_checkpoint(
+            conn, big, CheckpointUpdate("one", P2, p3, G2, STORE, 3), max_packet=70_000)
+        assert len(scripts) == calls and len(there()) == 16
+        wide = batch(*[(30 + i, i, 1, "a", "\u00e9" * 500) for i in range(5)], at=4)
+        assert apply_parts_with_checkpoint(
+            conn, wide, CheckpointUpdate("one", p3, p4, G2, STORE, 4), max_packet=70_000)
+        assert len(scripts) == calls and len(there()) == 21
+    finally:
+        conn.close()
 
 def test_strict_mode_data_and_position_commit_together(conn: Any, server: MariaDBServer
                                                         ) -> None:

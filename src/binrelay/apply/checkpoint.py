@@ -47,6 +47,7 @@ __all__ = [
     "CheckpointUpdate",
     "TaskLedger",
     "advance_in_transaction",
+    "advance_statement",
     "create_checkpoint_table",
     "finish_batch",
     "init_checkpoint",
@@ -380,6 +381,29 @@ def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
            batch_id, None, now=now)
     return True
 
+
+
+def advance_statement(update: CheckpointUpdate) -> tuple[str, tuple[Any, ...]]:
+    """:func:`advance_in_transaction`'s move as one statement with its parameters, to send
+    with the data in one round trip: it matches the row (1 row) only where that function
+    would move it (consistent, at ``update.before``, a batch id below ``update.batch_id``)
+    and moves it, stamped with the server's time; matching none, it changed nothing and
+    :func:`advance_in_transaction` tells why."""
+    before = update.before
+    newer = "" if update.batch_id is None else " AND batch_id < %s"
+    sql = (f"UPDATE {quote_table(update.store.ref).replace('%', '%%')} SET"
+           f" {_position_sql('relay_')}, master_log_name = %s, master_log_pos = %s,"
+           f" consistent = 1, batch_id = {'batch_id' if update.batch_id is None else '%s'},"
+           f" {_position_sql('target_')}, updated_at = UTC_TIMESTAMP(6)"
+           # (Bytes: the columns' collation pads, and a name with a space appended is not
+           # the place advance_in_transaction compares.  MySQL 8 warns of BINARY x.)
+           " WHERE pipeline = %s AND consistent = 1 AND CAST(relay_subdir AS BINARY) = %s"
+           f" AND CAST(relay_log_name AS BINARY) = %s AND relay_log_pos = %s{newer}")
+    batch = () if update.batch_id is None else (update.batch_id,)
+    params = (*_position_params(update.after, update.after_gtid_set), update.after.binlog_name,
+              update.after.binlog_pos, *batch, *_position_params(None, ""), update.pipeline,
+              str(before.subdir), before.binlog_name, before.binlog_pos, *batch)
+    return sql, params
 
 #: How long a sync waits for its pipeline's lock while its holder runs no statement
 #: (another sync of the same pipeline between two): a holder running one (a killed sync's

@@ -10,9 +10,9 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pymysql
 from pymysql.constants import CLIENT, SERVER_STATUS
@@ -31,6 +31,7 @@ from binrelay.errors import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 #: The largest packet the protocol allows; the server's own max_allowed_packet is the
@@ -63,8 +64,9 @@ class Downstream:
     #: Seconds a statement may take before the connection is deemed lost (None: no limit).
     read_timeout: float | None = None
     #: Connections may send several statements in one round trip (:func:`run_script`):
-    #: the driver's, which runs DDL and reads the catalog, where each statement is quick
-    #: and the round trips were most of the cost.  Never the tasks' (rows only).
+    #: the driver's, which runs DDL and reads the catalog, and a driver's batch of keyed
+    #: rows with its checkpoint (``applier._in_one_trip``), where each statement is quick
+    #: and the round trips were most of the cost.  Never the Spark tasks'.
     scripts: bool = False
 
     def connect(self) -> Any:
@@ -143,17 +145,27 @@ def run_script(cur: Any, statements: Sequence[str | bytes]) -> list[tuple[Any, .
     Statements given as ``str`` are sent in the connection's character set, ``bytes`` as
     they are.
     """
+    return _script(cur, statements, lambda c: tuple(c.fetchall()))
+
+
+def script_counts(cur: Any, statements: Sequence[str | bytes]) -> list[tuple[int, int]]:
+    """:func:`run_script` for statements that return no rows: each one's matched rows (the
+    connection counts found rows) and warnings."""
+    return _script(cur, statements, lambda c: (int(c.rowcount), c._result.warning_count))
+
+
+def _script(cur: Any, statements: Sequence[str | bytes], take: Callable[[Any], T]) -> list[T]:
     packet = script_packet(statements, cur.connection.encoding)
-    results: list[tuple[Any, ...]] = []
+    results: list[T] = []
     index = 0
     try:
         cur.execute(packet)
-        results.append(tuple(cur.fetchall()))
+        results.append(take(cur))
         for index in range(1, len(statements)):
             if not cur.nextset():
                 raise DownstreamError(f"the downstream answered {index} of a script's"
                                       f" {len(statements)} statements")
-            results.append(tuple(cur.fetchall()))
+            results.append(take(cur))
         index = len(statements)
         if cur.nextset():
             while cur.nextset():

@@ -242,8 +242,9 @@ class SyncPipeline:
         self.downstream = Downstream(config.to.host, config.to.port, config.to.user,
                                      config.to.password)
         #: The driver's own sessions (checkpoint marks, DDL, catalog reads, barrier
-        #: batches): several statements per round trip (``Downstream.scripts``).  Rows
-        #: (the tasks', the driver's batches) go through ``downstream``.
+        #: batches): several statements per round trip (``Downstream.scripts``).  The
+        #: tasks' rows go through ``downstream``; the driver's batches of keyed rows in
+        #: one script too (``tasks.apply_with_checkpoint``).
         self.driver_downstream = replace(self.downstream, scripts=True)
         #: Where transactions are replayed in relay order, and the checkpoint moved.
         self.replayer = ReplaySession(self.driver_downstream)

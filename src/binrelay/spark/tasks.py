@@ -253,7 +253,10 @@ def apply_with_checkpoint(ctx: TaskContext, relay_dir: str, segments: list[Any],
         alone, records = _alone(ctx, relay_dir, segments)
         parts, ops = _parts(alone, 0, iter(records))
         del records
-        with pooled_connection(ctx.downstream) as conn:
+        # Keyed rows alone go in one script (applier._in_one_trip); an upstream statement
+        # is never sent where a semicolon of its own could start another.
+        keyed = all(part.ordered is None for part in parts)
+        with pooled_connection(replace(ctx.downstream, scripts=keyed)) as conn:
             done = apply_parts_with_checkpoint(conn, parts, update,
                                                max_packet=ctx.rules.max_allowed_packet,
                                                rules=ctx.rules)
