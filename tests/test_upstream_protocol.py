@@ -16,6 +16,7 @@ import pytest
 
 from binrelay.errors import BinlogPurgedError, UpstreamConnectionError, UpstreamError
 from binrelay.gtid import MysqlGtidSet
+from binrelay.upstream import packets
 from binrelay.upstream.client import encode_dump_gtid
 from binrelay.upstream.packets import MAX_PACKET, EventStream, parse_error_packet
 from captures import MYSQL_CAPTURES
@@ -141,6 +142,66 @@ def test_idle_callback_runs_before_waiting() -> None:
         got.append(event)
     assert len(got) == 2
     assert 1 in idles  # idle after the first event, before the second arrived
+
+
+
+class _CountingSocket:
+    """A socket whose reads that return bytes are counted (a wake-up of the relay each)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.reads = 0
+
+    def settimeout(self, value: float | None) -> None:
+        self.sock.settimeout(value)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def recv(self, size: int) -> bytes:
+        data = self.sock.recv(size)
+        self.reads += bool(data)
+        return data
+
+
+def test_bytes_that_come_within_the_grace_are_read_together(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the socket is drained, the stream waits the idle grace before it reads again:
+    what the upstream sent meanwhile is one read (one wake-up of the relay, not one per
+    packet), and the stream is not idle; only a grace with nothing in it is."""
+    ours, theirs = socket.socketpair()
+    counted = _CountingSocket(ours)
+    idles: list[int] = []
+    got: list[bytes] = []
+    graces: list[float] = []
+    arriving = [[_event(31), _event(32), _event(33)], []]
+
+    def grace(seconds: float) -> None:
+        graces.append(seconds)
+        if len(graces) > len(arriving):
+            theirs.sendall(EOF_PACKET)
+            return
+        for event in arriving[len(graces) - 1]:  # a packet at a time, as the upstream sends
+            theirs.sendall(_packet(b"\x00" + event))
+
+    monkeypatch.setattr(packets.time, "sleep", grace)
+    theirs.sendall(_packet(b"\x00" + _event(30)))
+    stream = EventStream(counted, timeout=2,  # type: ignore[arg-type]
+                         on_idle=lambda: idles.append(len(got)))
+    later = threading.Timer(0.3, lambda: theirs.sendall(_packet(b"\x00" + _event(34))))
+    later.start()
+    try:
+        for event in stream:
+            got.append(event)
+    finally:
+        later.cancel()
+        theirs.close()
+        ours.close()
+    assert [len(e) for e in got] == [30, 31, 32, 33, 34]
+    # 30; 31-33, sent during the first grace, in one read; nothing in the second: idle
+    # after the fourth event; 34 after a wait; the end.
+    assert idles == [4] and graces == [packets.IDLE_GRACE] * 3
+    assert counted.reads == 4
 
 
 def _previous_gtids_bodies() -> list[bytes]:
