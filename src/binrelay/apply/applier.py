@@ -570,7 +570,6 @@ def apply_parts_with_checkpoint(
                     max_packet=max_packet, rules=rules)
 
 
-
 #: The biggest script :func:`_in_one_trip` sends: beyond it the rows a load would take
 #: (about 3 µs of the server's CPU a row less than by REPLACE, BENCHMARKS.md "Session 31")
 #: outweigh the round trips saved.

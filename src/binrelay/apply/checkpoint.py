@@ -382,7 +382,6 @@ def advance_in_transaction(cur: Any, update: CheckpointUpdate) -> bool:
     return True
 
 
-
 def advance_statement(update: CheckpointUpdate) -> tuple[str, tuple[Any, ...]]:
     """:func:`advance_in_transaction`'s move as one statement with its parameters, to send
     with the data in one round trip: it matches the row (1 row) only where that function
@@ -404,6 +403,7 @@ def advance_statement(update: CheckpointUpdate) -> tuple[str, tuple[Any, ...]]:
               update.after.binlog_pos, *batch, *_position_params(None, ""), update.pipeline,
               str(before.subdir), before.binlog_name, before.binlog_pos, *batch)
     return sql, params
+
 
 #: How long a sync waits for its pipeline's lock while its holder runs no statement
 #: (another sync of the same pipeline between two): a holder running one (a killed sync's
