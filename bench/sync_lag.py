@@ -467,13 +467,12 @@ def write_trace(path: Path, arrangement: str, rate: int, commits: dict[int, floa
 # --------------------------------------------------------------------------- report
 
 
-def _phase_label(ph: Phase) -> str:
-    return (f"{'unthrottled' if not ph.rate else f'--rate={ph.rate}'}, {_ALONE[ph.arrangement]}"
-            + (f", round {ph.round}" if ph.rounds > 1 else ""))
-
-
 def _kind_label(ph: Phase) -> str:
     return f"{'unthrottled' if not ph.rate else f'--rate={ph.rate}'}, {_ALONE[ph.arrangement]}"
+
+
+def _phase_label(ph: Phase) -> str:
+    return _kind_label(ph) + (f", round {ph.round}" if ph.rounds > 1 else "")
 
 
 _ALONE = {"binrelay": "binrelay alone", "replica": "replica alone", "both": "both at once"}
