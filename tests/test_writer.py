@@ -237,3 +237,57 @@ def test_a_file_past_4_gib_still_takes_its_events(tmp_path: Path) -> None:
     with path.open("rb") as f:
         f.seek(big)
         assert f.read() == xid
+
+
+
+def test_a_move_within_a_file_leaves_the_directory_for_later(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """relay.meta's moves within one file fsync the meta, not its directory; a new file, a
+    move to another file and a clean stop do.  A crash that loses unsettled moves brings back
+    an older meta of the file, and recovery moves it to the data's last transaction end."""
+    from binrelay.relay import layout, writer
+    from binrelay.relay.recovery import recover_subdir
+
+    settled: list[RelayMeta | None] = []
+
+    def fsync_dir(path: Path) -> None:
+        settled.append(read_meta(path))
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(fd)
+        os.close(fd)
+
+    monkeypatch.setattr(layout, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(writer, "fsync_dir", fsync_dir)
+    b = _sample()
+    events = _events(b.bytes())
+    w = _writer(tmp_path)
+    layout.write_meta(w.subdir, RelayMeta("mysql-bin.000001", 4, ""))  # as the relay does
+    settled.clear()
+    w.handle(_fake_rotate("mysql-bin.000001", True))
+    older = None
+    for e in events:
+        w.handle(e)
+        meta = read_meta(w.subdir)
+        if older is None and meta.binlog_pos > 4:
+            older = (w.subdir / "relay.meta").read_bytes()
+    last = RelayMeta("mysql-bin.000001", b.boundaries[-1], b.gtid_text())
+    assert read_meta(w.subdir) == last
+    # The file's entry before the first move; none for the moves within it.
+    assert settled == [RelayMeta("mysql-bin.000001", 4, "")]
+    w.close()
+    assert settled[1:] == [last]  # a clean stop settles
+
+    # A crash that lost the renames since the first: the older meta is back.
+    (w.subdir / "relay.meta").write_bytes(older)
+    assert read_meta(w.subdir) != last
+    got = recover_subdir(w.subdir, read_meta(w.subdir), flavor="mariadb")
+    assert got.meta == last == read_meta(w.subdir)
+
+    b.rotate("mysql-bin.000002")
+    (tmp_path / "again").mkdir()
+    w = _writer(tmp_path / "again")
+    layout.write_meta(w.subdir, RelayMeta("mysql-bin.000001", 4, ""))
+    settled.clear()
+    for e in [_fake_rotate("mysql-bin.000001", True), *_events(b.bytes())]:
+        w.handle(e)
+    assert settled[-1] == RelayMeta("mysql-bin.000002", 4, b.gtid_text())

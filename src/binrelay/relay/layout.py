@@ -44,9 +44,11 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+def write_atomic(path: Path, data: bytes, *, durable: bool = True,
+                 settle: bool = True) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new content, and
-    (``durable``) so that a crash leaves one of them too."""
+    (``durable``) so that a crash leaves one of them too: the new one, unless ``settle`` is
+    False (the directory is not fsynced, so a crash may bring back the old one)."""
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
@@ -62,7 +64,7 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
         remove_quietly(tmp)  # half written (a full disk): it would only hold on to space
         raise
     os.replace(tmp, path)
-    if durable:
+    if durable and settle:
         fsync_dir(path.parent)
 
 
@@ -118,8 +120,8 @@ def read_meta(subdir: Path) -> RelayMeta | None:
     return RelayMeta(binlog_name=name, binlog_pos=pos, binlog_gtid=gtid)
 
 
-def write_meta(subdir: Path, meta: RelayMeta) -> None:
-    write_atomic(subdir / META_FILENAME, meta.to_toml())
+def write_meta(subdir: Path, meta: RelayMeta, *, settle: bool = True) -> None:
+    write_atomic(subdir / META_FILENAME, meta.to_toml(), settle=settle)
 
 
 # --- server-uuid.index -------------------------------------------------------------------------

@@ -7,7 +7,8 @@ crash) a torn tail that recovery truncates.
 
 Durability order: data is fsynced at transaction ends, grouped (at most ``sync_interval``
 seconds late while the stream is busy, at once when it goes idle); ``relay.meta`` is then
-replaced atomically.  Meta may lag the data, never lead it.
+replaced atomically (its directory fsynced only when it names another file).  Meta may lag
+the data, never lead it.
 
 After a failed write or fsync (a full disk most often) the writer is broken: ``close`` cuts
 the file back to what relay.meta records and writes nothing more.
@@ -64,6 +65,8 @@ class RelayWriter:
         self._pending = bytearray()
         self._dir_dirty = False
         self._meta = meta
+        #: relay.meta was last replaced without fsyncing the subdir (``sync``).
+        self._unsettled = False
         self._unsynced = False
         self._last_sync = time.monotonic()
         #: A write or fsync failed: what is past relay.meta's position cannot be trusted.
@@ -140,6 +143,8 @@ class RelayWriter:
             self._cut_back()
             return
         self.sync()
+        if self._unsettled:
+            self._fsync_subdir()  # a clean stop leaves relay.meta as it says
         if self.offset > self.progress.boundary_pos:
             os.ftruncate(self._fd, self.progress.boundary_pos)
             self._fsync(self._fd)
@@ -218,26 +223,36 @@ class RelayWriter:
             self._flush()
             self._fsync(self._fd)
         if self._dir_dirty:
-            try:
-                fsync_dir(self.subdir)
-            except OSError as exc:
-                # Not an OSError any more: the stream would take that for a lost connection.
-                self._broken = True
-                raise RelayDirError(f"fsync of {self.subdir} failed: {exc.strerror}",
-                                    hint="check the disk; restart the relay to resume") from exc
+            self._fsync_subdir()
             self._dir_dirty = False
         meta = RelayMeta(self.file_name, self.progress.boundary_pos, self.progress.gtid_text())
         if meta != self._meta:
+            # A crash that loses a move within one file brings back an older relay.meta of
+            # that file: it lags the data, which recovery mends (it reads the file to its last
+            # complete transaction), and readers only ever saw positions fsynced before.  A
+            # move to another file is settled: recovery reads the last file in its light.
+            settle = meta.binlog_name != self._meta.binlog_name
             try:
-                write_meta(self.subdir, meta)
+                write_meta(self.subdir, meta, settle=settle)
             except OSError as exc:
                 self._broken = True
                 raise RelayDirError(f"cannot write {self.subdir}/relay.meta: {exc.strerror}",
                                     hint="free space or fix the disk, then restart the relay"
                                     ) from exc
             self._meta = meta
+            self._unsettled = not settle
         self._unsynced = False
         self._last_sync = time.monotonic()
+
+    def _fsync_subdir(self) -> None:
+        try:
+            fsync_dir(self.subdir)
+        except OSError as exc:
+            # Not an OSError any more: the stream would take that for a lost connection.
+            self._broken = True
+            raise RelayDirError(f"fsync of {self.subdir} failed: {exc.strerror}",
+                                hint="check the disk; restart the relay to resume") from exc
+        self._unsettled = False
 
     @property
     def meta(self) -> RelayMeta:
