@@ -23,7 +23,12 @@ from binrelay import failpoints
 from binrelay.apply import ddl as ddl_module
 from binrelay.apply.checkpoint import DEFAULT_STORE, lock_name, pipeline_lock
 from binrelay.apply.ddl_journal import ends_alone
-from binrelay.errors import CheckpointError, DownstreamDdlError
+from binrelay.errors import (
+    CheckpointError,
+    DownstreamDdlError,
+    DownstreamRowError,
+    UnfaithfulApplyError,
+)
 from fidelity import SimulatedCrash, assert_converged, make_env
 
 
@@ -383,6 +388,130 @@ def test_a_killed_syncs_script_is_waited_for(mariadb_factory, tmp_path: Path, sp
     assert outcome == [None]
     assert_converged(env)
     assert_same_definitions(env)
+
+
+def with_rows(tables: int) -> list[str]:
+    """A migration with rows between its DDL: a keyless table's (applied twice, they would
+    be there twice), a keyed table's inserts, updates and deletes, an ENUM's error value
+    (written back as stored: a warning downstream that stops nothing)."""
+    out = ["CREATE DATABASE d", "CREATE TABLE d.log (n INT, note VARCHAR(16))",
+           "SET SESSION sql_mode = ''"]
+    for i in range(tables):
+        out += [f"CREATE TABLE d.t{i} (id INT PRIMARY KEY, a INT, e ENUM('x', 'y'))",
+                f"INSERT INTO d.t{i} VALUES (1, {i}, 'x'), (2, {i}, 'nope')",
+                f"INSERT INTO d.log VALUES ({i}, 'made')",
+                f"ALTER TABLE d.t{i} ADD COLUMN c INT NOT NULL DEFAULT {i}",
+                f"UPDATE d.t{i} SET a = a + 10 WHERE id = 1",
+                f"CREATE INDEX a_idx ON d.t{i} (a)",
+                f"DELETE FROM d.t{i} WHERE id = 2",
+                f"INSERT INTO d.log VALUES ({i}, 'indexed'), ({i}, 'again')",
+                f"RENAME TABLE d.t{i} TO d.r{i}"]
+    return out
+
+
+def rows_sent_ahead(monkeypatch: Any) -> list[int]:
+    """Per group of rows between DDL that went ahead: its statements."""
+    sent: list[int] = []
+    real = ddl_module.DdlsAhead.add_rows
+
+    def add_rows(self: Any, conn: Any, left: Any, statements: Any) -> bool:
+        taken = real(self, conn, left, statements)
+        if taken:
+            sent.append(len(statements))
+        return taken
+
+    monkeypatch.setattr(ddl_module.DdlsAhead, "add_rows", add_rows)
+    return sent
+
+
+def test_rows_between_ddl_go_ahead_in_their_scripts(mariadb_factory, tmp_path: Path, spark,
+                                                    monkeypatch) -> None:
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(with_rows(5))
+    env.relay()
+    sent = rows_sent_ahead(monkeypatch)
+    sizes = count_scripts(monkeypatch)
+    env.sync(spark)
+    assert_converged(env)
+    assert_same_definitions(env)
+    assert len(sent) >= 20, sent  # the rows between (not those a RENAME's rules hold up)
+    assert max(sizes) > 1
+
+
+@pytest.mark.parametrize("at", [1, 2, 4, 7])
+def test_rows_sent_ahead_replayed_after_a_crash(at: int, mariadb_factory, tmp_path: Path,
+                                               spark, monkeypatch) -> None:
+    """The sync "dies" once the script ending with rows ``at`` is answered (the rows
+    judged, not committed: the next DDL's journal row commits them), then right after a DDL
+    that commits rows before it: the replay applies each row once."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(with_rows(3))
+    env.relay()
+    sent = rows_sent_ahead(monkeypatch)
+    real = ddl_module.DdlsAhead._drain
+
+    def drain(self: Any, conn: Any) -> None:
+        ends_with_rows = self._cur is not None and \
+            isinstance(self._flight[-1] if self._flight else None, ddl_module._RowsAhead)
+        real(self, conn)
+        if ends_with_rows and len(sent) == at:
+            raise SimulatedCrash(at)
+
+    monkeypatch.setattr(ddl_module.DdlsAhead, "_drain", drain)
+    with pytest.raises(SimulatedCrash):
+        env.sync(spark)
+    monkeypatch.setattr(ddl_module.DdlsAhead, "_drain", real)
+    applied: list[str] = []
+
+    def hit(name: str, key: str = "") -> None:
+        if name == "ddl-applied":
+            applied.append(key)
+            if len(applied) == at + 2:
+                raise SimulatedCrash(key)
+
+    monkeypatch.setattr(failpoints, "hit", hit)
+    with pytest.raises(SimulatedCrash):
+        env.sync(spark)
+    monkeypatch.setattr(failpoints, "hit", lambda *_args: None)
+    env.sync(spark)
+    assert_converged(env)
+    assert_same_definitions(env)
+
+
+@pytest.mark.parametrize("case", ["duplicate", "diverged", "changed"])
+def test_a_row_sent_ahead_is_refused_as_alone(case: str, mariadb_factory, tmp_path: Path,
+                                            spark, monkeypatch) -> None:
+    """A row between DDL that the downstream refuses (a key it holds already), one whose
+    row is missing there (an UPDATE that matches none) or a value it stores otherwise (a
+    FLOAT(4,2)'s, with a warning only): in a script of rows sent ahead, in the middle of its
+    statements, the sync stops with the error the row gives alone, as the replay of the
+    batch (which sends nothing ahead) then does."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d",
+             "CREATE TABLE d.k (id INT PRIMARY KEY, v VARCHAR(32), f FLOAT)",
+             "INSERT INTO d.k VALUES (1, 'one', 1)"])
+    env.relay()
+    env.sync(spark)
+    env.downstream.execute({
+        "duplicate": "INSERT INTO d.k VALUES (5, 'here', 0)",
+        "diverged": "DELETE FROM d.k WHERE id = 1",
+        # (What the catalog check cannot see: a FLOAT's (M,D), not in the table map.)
+        "changed": "ALTER TABLE d.k MODIFY f FLOAT(4,2)",
+    }[case])
+    env.run(["CREATE TABLE d.a (id INT PRIMARY KEY)", "CREATE INDEX i ON d.a (id)",
+             "INSERT INTO d.k VALUES (4, 'four', 1), (5, 'five', 1000.5), (6, 'six', 2)",
+             "UPDATE d.k SET v = 'once more' WHERE id = 1",
+             "ALTER TABLE d.a ADD COLUMN b INT"])
+    env.relay()
+    sent = rows_sent_ahead(monkeypatch)
+    error = DownstreamRowError if case != "changed" else UnfaithfulApplyError
+    with pytest.raises(error) as ahead:
+        env.sync(spark)
+    assert sent, "the rows did not go ahead"
+    with pytest.raises(error) as alone:
+        env.sync(spark)
+    assert str(ahead.value) == str(alone.value)
+    assert ahead.value.position == alone.value.position is not None
 
 
 def test_the_lock_held_elsewhere_stops_with_one_line(mariadb_factory) -> None:

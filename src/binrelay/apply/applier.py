@@ -128,8 +128,25 @@ def run_statement(cur: Any, st: Statement, singles: Callable[[], Iterable[Statem
         raise map_error(exc, action, table=st.table, position=first) from None
     if st.data is not None:
         _check_load(cur, st)
-    elif getattr(getattr(cur, "_result", None), "warning_count", 0):
-        _changed_values(cur, st, first)
+        check_answer(cur, st, matched, 0, ())
+        return
+    warnings = getattr(getattr(cur, "_result", None), "warning_count", 0)
+    check_answer(cur, st, matched, warnings, _listed(cur) if warnings else ())
+
+
+def _listed(cur: Any) -> tuple[tuple[Any, ...], ...]:
+    cur.execute("SHOW WARNINGS")
+    return tuple(cur.fetchall())
+
+
+def check_answer(cur: Any, st: Statement, matched: int, warnings: int,
+                 listed: Sequence[tuple[Any, ...]]) -> None:
+    """Stop unless ``st``, run, did what it must: ``matched`` the rows it expects, and
+    stored the values sent (``warnings``, its warning count, and ``listed``, SHOW
+    WARNINGS right after it, say so); ``cur`` is free for look-ups."""
+    first = st.positions[0] if st.positions else None
+    if warnings:
+        _changed_values(cur, st, first, warnings, listed)
     if st.expect_rows is not None and matched != st.expect_rows:
         raise DownstreamRowError(
             f"downstream diverged: the row to {st.sql.split(None, 1)[0].lower()} matched"
@@ -177,12 +194,11 @@ _CHANGED_VALUE = frozenset({1048, 1263, 1264, 1265, 1292, 1366, 1406})
 _WARNED_COLUMN = re.compile(r"column '(.+)' at row \d+$")
 
 
-def _changed_values(cur: Any, st: Statement, first: tuple[int, ...] | None) -> None:
-    """Stop if the statement just run made the downstream store a value other than the one
-    sent (its warnings say so), so that its transaction is rolled back, not committed."""
-    count = cur._result.warning_count
-    cur.execute("SHOW WARNINGS")
-    listed = cur.fetchall()
+def _changed_values(cur: Any, st: Statement, first: tuple[int, ...] | None, count: int,
+                    listed: Sequence[tuple[Any, ...]]) -> None:
+    """Stop if the statement made the downstream store a value other than the one sent
+    (its ``count`` warnings, ``listed``, say so), so that its transaction is rolled back,
+    not committed."""
     enums: dict[str, bool] = {}
     for level, code, message in listed:
         if level == "Note" or code not in _CHANGED_VALUE:

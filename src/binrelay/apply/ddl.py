@@ -15,6 +15,7 @@ from typing import Any
 import pymysql
 
 from binrelay import failpoints
+from binrelay.apply.applier import check_answer, run_statement
 from binrelay.apply.ddl_journal import (
     EVIDENT,
     SKIP,
@@ -42,6 +43,7 @@ from binrelay.apply.downstream import (
     server_message,
 )
 from binrelay.apply.sql import (
+    Statement,
     ddl_kind,
     quote_ident,
     rename_targets,
@@ -443,6 +445,29 @@ class _Ahead:
         return replace(self, script=script, packet=script_packet(script.script,
                                                                  self.encoding))
 
+    @property
+    def count(self) -> int:
+        return len(self.script.script)
+
+    def again(self) -> _Ahead:
+        """As sent in a script of its own (its context and journal row in full)."""
+        return self.as_sent(self.full)
+
+
+@dataclass(frozen=True, slots=True)
+class _RowsAhead:
+    """Rows between DDL sent ahead (:meth:`DdlsAhead.add_rows`): the owed reset (``lead``
+    statements), then each row statement followed by SHOW WARNINGS, so that every answer
+    is judged as if the statement had run alone (``applier.check_answer``)."""
+
+    statements: tuple[Statement, ...]
+    lead: int
+    packet: bytes
+    count: int
+
+    def again(self) -> _RowsAhead:
+        return self
+
 
 class DdlsAhead:
     """Evident DDL of a batch that is not a replay, sent to the downstream up to ``limit``
@@ -484,6 +509,12 @@ class DdlsAhead:
         #: The evidence of the DDL added since the last with a journal row, while nothing
         #: else may have run between them.
         self._run: list[Evidence] = []
+        #: Per row statement of the rows in flight, answered: [matched, warnings, listed].
+        self._answers: list[list[Any]] = []
+        #: Rows in flight whose answers are all read, to be judged once the script is.
+        self._answered_rows: _RowsAhead | None = None
+        #: Rows sent ahead since the last DDL ran: uncommitted, as they must stay.
+        self._rows_open = False
 
     def add(self, conn: Any, item: _Ahead, context: tuple[str | None, tuple[str, ...]]
             ) -> None:
@@ -506,6 +537,42 @@ class DdlsAhead:
             self._drain(conn)
             self._send(conn)
 
+    def add_rows(self, conn: Any, left: LeftContext, statements: Sequence[Statement]) -> bool:
+        """Rows between DDL of the run (``replay_actions``), sent as the end of a script
+        that the DDL queued before them lead, once the script before is answered; the
+        driver decodes what follows meanwhile.  False (nothing done) when they are to run
+        the ordinary way: a load among them, more than a script holds, bookkeeping owed.
+
+        They stay uncommitted, as rows run alone before a DDL: the next DDL's journal row
+        commits them (the DDL after rows has one: a replay skips the rows before its
+        batch's last row, which a DDL's implicit commit alone would not tell it), or the
+        batch's checkpoint.  Each statement's answer is judged as if it had run alone
+        (its SHOW WARNINGS follows it in the script); one that fails is run again the
+        ordinary way, with those after it: the server ran none of them."""
+        if left.followups or not runs_scripts(conn) or \
+                any(st.data is not None for st in statements):
+            return False
+        with conn.cursor() as cur:
+            texts = [st.sql if st.params is None else cur.mogrify(st.sql, st.params)
+                     for st in statements]
+        script = [*left.pending]
+        for text in texts:
+            script += [text, "SHOW WARNINGS"]
+        packet = script_packet(script, conn.encoding)
+        if len(packet) > self.script_bytes:
+            return False
+        item = _RowsAhead(tuple(statements), len(left.take()), packet, len(script))
+        # The next DDL in its context in full, with a journal row.
+        self._context, self._run = None, []
+        if self._queued and sum(len(queued.packet) for queued in self._queued) \
+                + len(packet) > self.script_bytes:
+            self._drain(conn)
+            self._send(conn)
+        self._queued.append(item)
+        self._drain(conn)
+        self._send(conn)
+        return True
+
     def finish(self, conn: Any) -> None:
         """Every DDL sent and answered (anything may run on the connection next)."""
         self._context, self._run = None, []
@@ -524,14 +591,18 @@ class DdlsAhead:
             if count and size > self.script_bytes:
                 break
             count += 1
+            if isinstance(item, _RowsAhead):
+                break  # rows end a script: judged before anything after them is sent
         items, self._queued = self._queued[:count], self._queued[count:]
         self._flight, self._cur, self._answered = items, conn.cursor(), 0
+        self._answers, self._answered_rows = [], None
         try:
             self._cur.execute(b";\n".join(item.packet for item in items))
         except pymysql.MySQLError as exc:
             self._failed(conn, exc)
             return
         self._answered = 1
+        self._note()
         self._advance()
 
     def _drain(self, conn: Any) -> None:
@@ -543,6 +614,7 @@ class DdlsAhead:
                     raise DownstreamError("the downstream answered fewer statements than a"
                                           " script of DDL sent ahead holds")
                 self._answered += 1
+                self._note()
                 self._advance()
             if self._cur.nextset():
                 raise DownstreamError("the downstream answered more statements than a script"
@@ -552,15 +624,37 @@ class DdlsAhead:
             self._failed(conn, exc)
             return
         self._cur = None
-        if in_transaction(conn):
+        rows, self._answered_rows = self._answered_rows, None
+        if rows is not None:
+            with conn.cursor() as cur:
+                for st, (matched, warnings, listed) in zip(rows.statements, self._answers,
+                                                           strict=True):
+                    check_answer(cur, st, matched, warnings, listed)
+        elif in_transaction(conn) and not self._rows_open:
             conn.commit()
+
+    def _note(self) -> None:
+        """The answer just read, if it is one of rows in flight: a row statement's matched
+        rows and warnings, or the SHOW WARNINGS after it."""
+        item = self._flight[0] if self._flight else None
+        if not isinstance(item, _RowsAhead) or self._answered <= item.lead:
+            return
+        cur = self._cur
+        if (self._answered - item.lead) % 2:
+            self._answers.append([int(cur.rowcount), cur._result.warning_count, ()])
+        elif self._answers[-1][1]:
+            self._answers[-1][2] = tuple(cur.fetchall())
 
     def _advance(self) -> None:
         """The first DDL in flight ran once its script's last statement is answered."""
-        while self._flight and self._answered >= len(self._flight[0].script.script):
+        while self._flight and self._answered >= self._flight[0].count:
             item = self._flight.pop(0)
-            self._answered -= len(item.script.script)
-            _applied(item.script.position)
+            self._answered -= item.count
+            if isinstance(item, _RowsAhead):
+                self._answered_rows, self._rows_open = item, True
+            else:
+                self._rows_open = False  # (its journal row's COMMIT, or the DDL itself)
+                _applied(item.script.position)
 
     def _failed(self, conn: Any, error: BaseException) -> None:
         """Statement ``_answered`` of the script in flight failed: the server ran none
@@ -575,7 +669,10 @@ class DdlsAhead:
                                        " statements")
         item, *rest = flight
         # The session is reset below: no DDL after it may count on its context.
-        self._queued = [other.as_sent(other.full) for other in [*rest, *self._queued]]
+        self._queued = [other.again() for other in [*rest, *self._queued]]
+        if isinstance(item, _RowsAhead):
+            self._rows_failed(conn, cur, item, error)
+            return
         script = item.script
         try:
             _ddl_failed(conn, cur, script, self._answered, error, replay=item.replay,
@@ -586,6 +683,25 @@ class DdlsAhead:
                 _refused(conn, item.journal, script.position)
             raise
         _applied(script.position)
+
+
+    def _rows_failed(self, conn: Any, cur: Any, item: _RowsAhead,
+                     error: BaseException) -> None:
+        """Statement ``_answered`` of ``item`` failed (none after it ran): those before
+        it judged, it and the rest run the ordinary way, which answers as ever."""
+        self._rows_open = True  # (the rows before it stand, uncommitted)
+        index = self._answered - item.lead
+        if index < 0 or index % 2:
+            self._queued = []
+            rollback_quietly(conn)
+            raise map_error(error, "resetting the session before rows between DDL"
+                            if index < 0 else "reading a row statement's warnings") from None
+        done = index // 2
+        for st, (matched, warnings, listed) in zip(item.statements[:done], self._answers,
+                                                   strict=True):
+            check_answer(cur, st, matched, warnings, listed)
+        for st in item.statements[done:]:
+            run_statement(cur, st, None, "replaying a transaction in order")
 
 
 def _reset(cur: Any, script: _DdlScript) -> bool:

@@ -287,10 +287,15 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
         nonlocal rows
         if not pending:
             return
-        left.settle(conn)
-        with conn.cursor() as cur:
-            for st in ordered_statements(pending, fk=True):
-                run_statement(cur, st, None, "replaying a transaction in order", max_packet)
+        statements = ordered_statements(pending, fk=True)
+        # Sent ahead only where a journal row after them can say they were committed.
+        if left.ahead is None or journal is None or journal.replayed or \
+                not left.ahead.add_rows(conn, left, statements):
+            left.settle(conn)
+            with conn.cursor() as cur:
+                for st in statements:
+                    run_statement(cur, st, None, "replaying a transaction in order",
+                                  max_packet)
         rows += len(pending)
         pending.clear()
 
