@@ -393,13 +393,15 @@ def test_a_killed_syncs_script_is_waited_for(mariadb_factory, tmp_path: Path, sp
 def with_rows(tables: int) -> list[str]:
     """A migration with rows between its DDL: a keyless table's (applied twice, they would
     be there twice), a keyed table's inserts, updates and deletes, an ENUM's error value
-    (written back as stored: a warning downstream that stops nothing)."""
+    (written back as stored: a warning downstream that stops nothing), backslashes in
+    values from a session without backslash escapes (its DDL's context has none either;
+    the rows run after the applier's own is back)."""
     out = ["CREATE DATABASE d", "CREATE TABLE d.log (n INT, note VARCHAR(16))",
-           "SET SESSION sql_mode = ''"]
+           "SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES'"]
     for i in range(tables):
         out += [f"CREATE TABLE d.t{i} (id INT PRIMARY KEY, a INT, e ENUM('x', 'y'))",
+                f"INSERT INTO d.log VALUES ({i}, 'made\\'), ({i}, 'a\\nb''s')",
                 f"INSERT INTO d.t{i} VALUES (1, {i}, 'x'), (2, {i}, 'nope')",
-                f"INSERT INTO d.log VALUES ({i}, 'made')",
                 f"ALTER TABLE d.t{i} ADD COLUMN c INT NOT NULL DEFAULT {i}",
                 f"UPDATE d.t{i} SET a = a + 10 WHERE id = 1",
                 f"CREATE INDEX a_idx ON d.t{i} (a)",
@@ -438,12 +440,38 @@ def test_rows_between_ddl_go_ahead_in_their_scripts(mariadb_factory, tmp_path: P
     assert max(sizes) > 1
 
 
-@pytest.mark.parametrize("at", [1, 2, 4, 7])
-def test_rows_sent_ahead_replayed_after_a_crash(at: int, mariadb_factory, tmp_path: Path,
-                                               spark, monkeypatch) -> None:
+def test_rows_sent_ahead_escaped_for_the_applier(mariadb_factory, tmp_path: Path, spark,
+                                                 monkeypatch) -> None:
+    """Rows between DDL from a session without backslash escapes, after a DDL that has the
+    rules read again (the DDL sent ahead run first, the connection's last answer given in
+    the DDL's sql_mode): their values are escaped for the applier's session they run in."""
+    env = make_env(mariadb_factory, tmp_path)
+    env.run(["CREATE DATABASE d", "CREATE TABLE d.k (id INT PRIMARY KEY, v VARCHAR(32))"])
+    env.relay()
+    env.sync(spark)
+    env.run(["SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES'",
+             "CREATE TABLE d.a (id INT PRIMARY KEY)",
+             "ALTER TABLE d.k MODIFY v VARCHAR(40), ADD COLUMN w INT",
+             "INSERT INTO d.k VALUES (1, 'ends\\', 1), (2, 'a\\nb''c', 2)",
+             "CREATE INDEX i ON d.a (id)", "INSERT INTO d.k VALUES (3, '\\\\', 3)",
+             "ALTER TABLE d.a ADD COLUMN b INT"])
+    env.relay()
+    sent = rows_sent_ahead(monkeypatch)
+    env.sync(spark)
+    assert sent, "the rows did not go ahead"
+    assert_converged(env)
+    assert env.downstream.execute("SELECT v FROM d.k ORDER BY id") == (
+        ("ends\\",), ("a\\nb'c",), ("\\\\",))
+
+
+@pytest.mark.parametrize(("after", "at"), [("rows", 1), ("rows", 3), ("rows", 6),
+                                            ("ddl", 3), ("ddl", 6), ("ddl", 11)])
+def test_rows_sent_ahead_replayed_after_a_crash(after: str, at: int, mariadb_factory,
+                                               tmp_path: Path, spark, monkeypatch) -> None:
     """The sync "dies" once the script ending with rows ``at`` is answered (the rows
-    judged, not committed: the next DDL's journal row commits them), then right after a DDL
-    that commits rows before it: the replay applies each row once."""
+    judged, not committed: the next DDL's journal row commits them), or right after DDL
+    ``at`` ran (its journal row committed the rows before it): the replay (which sends
+    nothing ahead) applies each row once."""
     env = make_env(mariadb_factory, tmp_path)
     env.run(with_rows(3))
     env.relay()
@@ -454,26 +482,64 @@ def test_rows_sent_ahead_replayed_after_a_crash(at: int, mariadb_factory, tmp_pa
         ends_with_rows = self._cur is not None and \
             isinstance(self._flight[-1] if self._flight else None, ddl_module._RowsAhead)
         real(self, conn)
-        if ends_with_rows and len(sent) == at:
+        if after == "rows" and ends_with_rows and len(sent) == at:
             raise SimulatedCrash(at)
 
-    monkeypatch.setattr(ddl_module.DdlsAhead, "_drain", drain)
-    with pytest.raises(SimulatedCrash):
-        env.sync(spark)
-    monkeypatch.setattr(ddl_module.DdlsAhead, "_drain", real)
     applied: list[str] = []
 
     def hit(name: str, key: str = "") -> None:
-        if name == "ddl-applied":
+        if after == "ddl" and name == "ddl-applied":
             applied.append(key)
-            if len(applied) == at + 2:
+            if len(applied) == at:
                 raise SimulatedCrash(key)
 
+    monkeypatch.setattr(ddl_module.DdlsAhead, "_drain", drain)
     monkeypatch.setattr(failpoints, "hit", hit)
     with pytest.raises(SimulatedCrash):
         env.sync(spark)
-    monkeypatch.setattr(failpoints, "hit", lambda *_args: None)
+    assert sent, "no rows went ahead before the crash"
     env.sync(spark)
+    assert_converged(env)
+    assert_same_definitions(env)
+
+
+def test_a_lock_wait_in_rows_sent_ahead_runs_the_batch_again(mariadb_factory, tmp_path: Path,
+                                                              spark, monkeypatch) -> None:
+    """A row statement of a script sent ahead waits for a lock another downstream session
+    holds, and times out with the transaction rolled back (``innodb_rollback_on_timeout``,
+    as a deadlock rolls it back): the rows before it in the script are gone too, so the
+    batch runs again from its checkpoint (the lock let go meanwhile), as a row run alone
+    would have it; none is lost."""
+    env = make_env(mariadb_factory, tmp_path, downstream_args=[
+        "--innodb-rollback-on-timeout=ON", "--innodb-lock-wait-timeout=1"])
+    env.run(["CREATE DATABASE d", "CREATE TABLE d.k (id INT PRIMARY KEY, v INT)",
+             "INSERT INTO d.k VALUES (1, 1)"])
+    env.relay()
+    env.sync(spark)
+    env.run(["CREATE TABLE d.a (id INT PRIMARY KEY)", "CREATE INDEX i ON d.a (id)",
+             "INSERT INTO d.k VALUES (2, 2), (3, 3)", "UPDATE d.k SET v = 10 WHERE id = 1",
+             "INSERT INTO d.k VALUES (4, 4)", "ALTER TABLE d.a ADD COLUMN b INT"])
+    env.relay()
+    sent = rows_sent_ahead(monkeypatch)
+    holder = env.downstream.connect(autocommit=False)
+    with holder.cursor() as cur:
+        cur.execute("SELECT * FROM d.k WHERE id = 1 FOR UPDATE")
+    timed_out: list[int] = []
+    real = ddl_module.DdlsAhead._failed
+
+    def failed(self: Any, conn: Any, error: BaseException) -> None:
+        if not timed_out:
+            timed_out.append(getattr(error, "args", (0,))[0])
+            holder.commit()  # the lock is free from now on
+        real(self, conn, error)
+
+    monkeypatch.setattr(ddl_module.DdlsAhead, "_failed", failed)
+    try:
+        env.sync(spark)
+    finally:
+        holder.close()
+    assert timed_out == [1205]
+    assert sent, "the rows did not go ahead"
     assert_converged(env)
     assert_same_definitions(env)
 

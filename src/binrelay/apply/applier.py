@@ -103,7 +103,6 @@ def run_statement(cur: Any, st: Statement, singles: Callable[[], Iterable[Statem
     """Execute ``st``; on a rejected row, find which one (``singles`` re-states the rows one
     per statement; the failed statement was rolled back, the transaction is still open and
     is rolled back by the caller). Retryable errors (deadlock, lock wait) pass through raw."""
-    first = st.positions[0] if st.positions else None
     _check_packet(cur, st, max_packet)
     try:
         if st.data is None:
@@ -119,19 +118,32 @@ def run_statement(cur: Any, st: Statement, singles: Callable[[], Iterable[Statem
             # REPLACE runs the rows again: it stops on what stops them, as it would have.
             raise _LoadRefused(f"error {code} ({exc})", st.table,
                                server=code in LOCAL_REFUSED) from None
-        if code == PACKET_TOO_LARGE and max_packet is not None:
-            raise _packet_error(st, len(st.sql), max_packet) from None
-        if code in ROW_ERRORS and singles is not None and len(st.positions) > 1:
+        if code in ROW_ERRORS and singles is not None and len(st.positions) > 1 and \
+                not (code == PACKET_TOO_LARGE and max_packet is not None):
             for single in singles():
                 run_statement(cur, single, None, action, max_packet)
             action += f" (one of {len(st.positions)} rows from this position on)"
-        raise map_error(exc, action, table=st.table, position=first) from None
+        raise statement_error(st, exc, action, max_packet) from None
     if st.data is not None:
         _check_load(cur, st)
         check_answer(cur, st, matched, 0, ())
         return
     warnings = getattr(getattr(cur, "_result", None), "warning_count", 0)
     check_answer(cur, st, matched, warnings, _listed(cur) if warnings else ())
+
+
+def statement_error(st: Statement, exc: BaseException, action: str,
+                    max_packet: int | None) -> BaseException:
+    """What ``st`` failing with ``exc`` raises (:func:`run_statement`): a retryable error as
+    it is, one the packet could not hold said so, the rest mapped with the statement's
+    table and first row's position."""
+    code = errno_of(exc)
+    if code in RETRY_ERRORS:
+        return exc
+    if code == PACKET_TOO_LARGE and max_packet is not None:
+        return _packet_error(st, len(st.sql), max_packet)
+    return map_error(exc, action, table=st.table,
+                     position=st.positions[0] if st.positions else None)
 
 
 def _listed(cur: Any) -> tuple[tuple[Any, ...], ...]:

@@ -15,7 +15,8 @@ from typing import Any
 import pymysql
 
 from binrelay import failpoints
-from binrelay.apply.applier import check_answer, run_statement
+from binrelay.apply.applier import check_answer, statement_error
+from binrelay.apply.changes import TableRef
 from binrelay.apply.ddl_journal import (
     EVIDENT,
     SKIP,
@@ -33,6 +34,7 @@ from binrelay.apply.downstream import (
     Query,
     ScriptError,
     errno_of,
+    escaping_for_applier,
     in_transaction,
     map_error,
     query_rows,
@@ -67,9 +69,13 @@ class LeftContext:
     DDL saved), and, with ``ahead``, the DDL sent ahead (:class:`DdlsAhead`).  Anything
     else run on the connection must :meth:`settle` it first."""
 
-    def __init__(self, ahead: int = 0, max_packet: int | None = None) -> None:
+    def __init__(self, ahead: int = 0, max_packet: int | None = None,
+                 kept_apart: Callable[[TableRef], bool] = lambda _table: False) -> None:
         self.pending: list[str] = []
         self.ahead = DdlsAhead(ahead, max_packet) if ahead > 0 else None
+        #: Tables whose rows are never sent ahead: those not known to be transactional
+        #: (statements after one refused in a script have run, and stay in such a table).
+        self.kept_apart = kept_apart
         #: What is to run after DDL on the settled connection, in order (bookkeeping that
         #: commits with the next DDL's journal row or the checkpoint).
         self.followups: list[Callable[[Any], None]] = []
@@ -549,10 +555,11 @@ class DdlsAhead:
         batch's checkpoint.  Each statement's answer is judged as if it had run alone
         (its SHOW WARNINGS follows it in the script); one that fails is run again the
         ordinary way, with those after it: the server ran none of them."""
-        if left.followups or not runs_scripts(conn) or \
-                any(st.data is not None for st in statements):
+        if left.followups or not runs_scripts(conn) or any(
+                st.data is not None or (st.table is not None and left.kept_apart(st.table))
+                for st in statements):
             return False
-        with conn.cursor() as cur:
+        with escaping_for_applier(conn), conn.cursor() as cur:
             texts = [st.sql if st.params is None else cur.mogrify(st.sql, st.params)
                      for st in statements]
         script = [*left.pending]
@@ -626,10 +633,7 @@ class DdlsAhead:
         self._cur = None
         rows, self._answered_rows = self._answered_rows, None
         if rows is not None:
-            with conn.cursor() as cur:
-                for st, (matched, warnings, listed) in zip(rows.statements, self._answers,
-                                                           strict=True):
-                    check_answer(cur, st, matched, warnings, listed)
+            self._judge(conn, rows.statements, self._answers)
         elif in_transaction(conn) and not self._rows_open:
             conn.commit()
 
@@ -671,8 +675,7 @@ class DdlsAhead:
         # The session is reset below: no DDL after it may count on its context.
         self._queued = [other.again() for other in [*rest, *self._queued]]
         if isinstance(item, _RowsAhead):
-            self._rows_failed(conn, cur, item, error)
-            return
+            raise self._rows_failed(conn, item, error) from None
         script = item.script
         try:
             _ddl_failed(conn, cur, script, self._answered, error, replay=item.replay,
@@ -685,23 +688,38 @@ class DdlsAhead:
         _applied(script.position)
 
 
-    def _rows_failed(self, conn: Any, cur: Any, item: _RowsAhead,
-                     error: BaseException) -> None:
-        """Statement ``_answered`` of ``item`` failed (none after it ran): those before
-        it judged, it and the rest run the ordinary way, which answers as ever."""
-        self._rows_open = True  # (the rows before it stand, uncommitted)
-        index = self._answered - item.lead
-        if index < 0 or index % 2:
+    def _judge(self, conn: Any, statements: Sequence[Statement],
+               answers: list[list[Any]]) -> None:
+        """Each row statement's answer judged as if it had run alone; the first refused
+        stops the batch (nothing queued runs after it: a DDL's journal row would commit
+        the rows)."""
+        try:
+            with conn.cursor() as cur:
+                for st, (matched, warnings, listed) in zip(statements, answers, strict=True):
+                    check_answer(cur, st, matched, warnings, listed)
+        except BaseException:
             self._queued = []
+            raise
+
+    def _rows_failed(self, conn: Any, item: _RowsAhead, error: BaseException
+                     ) -> BaseException:
+        """Statement ``_answered`` of ``item`` failed (none after it ran): those before it
+        judged, then what it raises alone (a deadlock as it is: the server rolled the
+        transaction back, the batch runs again).  It is not run again here: a retryable
+        error undid the rows before it too."""
+        self._queued = []
+        index = self._answered - item.lead
+        try:
+            if index >= 0:
+                done = index // 2  # (an odd index: the SHOW WARNINGS after statement done)
+                self._judge(conn, item.statements[:done], self._answers[:done])
+        finally:
             rollback_quietly(conn)
-            raise map_error(error, "resetting the session before rows between DDL"
-                            if index < 0 else "reading a row statement's warnings") from None
-        done = index // 2
-        for st, (matched, warnings, listed) in zip(item.statements[:done], self._answers,
-                                                   strict=True):
-            check_answer(cur, st, matched, warnings, listed)
-        for st in item.statements[done:]:
-            run_statement(cur, st, None, "replaying a transaction in order")
+        if index < 0:
+            return map_error(error, "resetting the session before rows between DDL")
+        return statement_error(item.statements[index // 2], error,
+                               "reading a row statement's warnings" if index % 2 else
+                               "replaying a transaction in order", None)
 
 
 def _reset(cur: Any, script: _DdlScript) -> bool:

@@ -349,6 +349,23 @@ def in_transaction(conn: Any) -> bool:
     return status is None or bool(status & SERVER_STATUS.SERVER_STATUS_IN_TRANS)
 
 
+@contextlib.contextmanager
+def escaping_for_applier(conn: Any) -> Iterator[None]:
+    """PyMySQL escapes strings for the sql_mode of the server's last reply (with
+    NO_BACKSLASH_ESCAPES or not: an upstream session's context may have set it): within
+    this, for the applier's own session (``REPLICA_SQL_MODE``: backslashes escape), where
+    statements rendered now run once the owed reset has run."""
+    status = getattr(conn, "server_status", None)
+    if status is None:
+        yield
+        return
+    conn.server_status = status & ~SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES
+    try:
+        yield
+    finally:
+        conn.server_status = status
+
+
 def rollback_quietly(conn: Any) -> bool:
     """Roll back; False when the server could not be told (if the connection is gone, the
     server rolls back on its own)."""

@@ -39,6 +39,7 @@ from binrelay.apply.catalog import (
     read_rules,
     reread_rules,
 )
+from binrelay.apply.changes import TableRef
 from binrelay.apply.checkpoint import (
     Checkpoint,
     CheckpointStore,
@@ -1019,7 +1020,8 @@ class SyncPipeline:
             # DDL sent ahead may outlive a killed sync: only under the lock that holds its
             # replay until they have run.
             left = LeftContext(ahead=_DDL_AHEAD if locked else 0,
-                               max_packet=self.rules.max_allowed_packet)
+                               max_packet=self.rules.max_allowed_packet,
+                               kept_apart=self._not_innodb)
             if journal.replayed:
                 with conn.cursor() as cur:
                     committed_to = journal.last(cur)
@@ -1047,6 +1049,12 @@ class SyncPipeline:
             left.settle(conn)
         self.stats.changes += sum(rows_by_op.values())
         return rows_by_op
+
+    def _not_innodb(self, table: TableRef) -> bool:
+        """A table the catalog's rules know not to be InnoDB (its rows are not sent ahead;
+        a table a DDL of the run made is not known yet, and its rows may be)."""
+        columns = self.rules.columns_of(table)
+        return columns is not None and not columns.innodb
 
     def _columns_now(self, conn: Any, left: LeftContext | None) -> TableRules:
         """Rows logged without column names met while transactions are replayed in relay
