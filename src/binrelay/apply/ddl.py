@@ -553,8 +553,8 @@ class DdlsAhead:
         commits them (the DDL after rows has one: a replay skips the rows before its
         batch's last row, which a DDL's implicit commit alone would not tell it), or the
         batch's checkpoint.  Each statement's answer is judged as if it had run alone
-        (its SHOW WARNINGS follows it in the script); one that fails is run again the
-        ordinary way, with those after it: the server ran none of them."""
+        (its SHOW WARNINGS follows it in the script); one that fails (the server ran none
+        after it) raises what it raises alone (:meth:`_rows_failed`)."""
         if left.followups or not runs_scripts(conn) or any(
                 st.data is not None or (st.table is not None and left.kept_apart(st.table))
                 for st in statements):
@@ -686,7 +686,6 @@ class DdlsAhead:
                 _refused(conn, item.journal, script.position)
             raise
         _applied(script.position)
-
 
     def _judge(self, conn: Any, statements: Sequence[Statement],
                answers: list[list[Any]]) -> None:
