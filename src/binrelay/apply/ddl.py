@@ -672,10 +672,10 @@ class DdlsAhead:
                                   hint="report it: a DDL sent ahead was read as several"
                                        " statements")
         item, *rest = flight
-        # The session is reset below: no DDL after it may count on its context.
-        self._queued = [other.again() for other in [*rest, *self._queued]]
         if isinstance(item, _RowsAhead):
             raise self._rows_failed(conn, item, error) from None
+        # The session is reset below: no DDL after it may count on its context.
+        self._queued = [other.again() for other in [*rest, *self._queued]]
         script = item.script
         try:
             _ddl_failed(conn, cur, script, self._answered, error, replay=item.replay,
