@@ -42,10 +42,13 @@ from binrelay.apply.plan import (
     partitioner,
 )
 from binrelay.apply.sql import (
+    TRIGGER_EVENTS,
     TablesGone,
     change_statement,
     ddl_kind,
     delete_keys,
+    events_fired,
+    name_spelled,
     quote_ident,
     quote_table,
     rename_targets,
@@ -479,7 +482,8 @@ def test_trigger_ddl_with_any_definer(definer: str) -> None:
     """A trigger is known whatever its definer's spelling (a name with a space, quoted,
     stopped the pattern: the trigger was created downstream, and rows fired it)."""
     statement = f"CREATE {definer}TRIGGER tg.ai AFTER INSERT ON tg.t FOR EACH ROW SET @a = 1"
-    assert trigger_ddl(statement, "d") == ("create", TableRef("tg", "ai"), TableRef("tg", "t"))
+    assert trigger_ddl(statement, "d") == ("create", TableRef("tg", "ai"), TableRef("tg", "t"),
+                                           frozenset({"INSERT"}))
     assert ddl_kind(f"CREATE ALGORITHM=MERGE {definer}SQL SECURITY INVOKER VIEW v AS SELECT 1"
                     ).name == "create view"
 
@@ -504,7 +508,57 @@ def test_a_triggers_table(statement: str, table: TableRef | None) -> None:
     found = trigger_ddl(statement, "d")
     assert found is not None and found[2] == table
     assert trigger_ddl("DROP TRIGGER IF EXISTS tg.ai", "d") == \
-        ("drop", TableRef("tg", "ai"), None)
+        ("drop", TableRef("tg", "ai"), None, TRIGGER_EVENTS)
+
+
+@pytest.mark.parametrize(("statement", "events"), [
+    ("CREATE TRIGGER ai BEFORE UPDATE ON t FOR EACH ROW SET @a = 1", {"UPDATE"}),
+    ("create trigger ai after delete on t for each row set @a = 1", {"DELETE"}),
+    ("CREATE TRIGGER ai BEFORE INSERT OR UPDATE ON t FOR EACH ROW SET @a = 1",
+     {"INSERT", "UPDATE"}),
+    # Its table not read: every event.
+    ("CREATE TRIGGER ai BEFORE INSERT /* c */ ON t FOR EACH ROW SET @a = 1", TRIGGER_EVENTS),
+])
+def test_a_triggers_events(statement: str, events: set[str]) -> None:
+    found = trigger_ddl(statement, "d")
+    assert found is not None and found[3] == events
+
+
+@pytest.mark.parametrize(("statement", "events"), [
+    ("UPDATE t SET a = 1", {"UPDATE"}),
+    ("/* app */ delete from t", {"DELETE"}),
+    ("INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = 2", {"INSERT", "UPDATE"}),
+    ("SET STATEMENT max_statement_time = 1 FOR UPDATE t SET a = 1", {"UPDATE"}),
+    ("/*!40000 UPDATE t SET a = 1 */", {"UPDATE"}),
+    ("REPLACE INTO t VALUES (1)", TRIGGER_EVENTS),
+    ("LOAD DATA INFILE 'f' INTO TABLE t", TRIGGER_EVENTS),
+    ("SELECT f()", TRIGGER_EVENTS),
+    ("(UPDATE t SET a = 1)", TRIGGER_EVENTS),
+])
+def test_the_trigger_events_a_statement_may_fire(statement: str, events: set[str]) -> None:
+    assert events_fired(statement) == events
+
+
+@pytest.mark.parametrize(("statement", "names", "found"), [
+    ("UPDATE app.t SET a = 1", ["t"], "t"),
+    ("UPDATE app.T SET a = 1", ["t"], "t"),  # (any case: a server may fold names)
+    ("UPDATE app.tt SET a = 1", ["t"], None),
+    ("UPDATE app.t_log SET t_x = 1", ["t"], None),
+    ("UPDATE `app`.`t x` SET a = 1", ["t x"], "t x"),
+    ("UPDATE `a``b` SET a = 1", ["a`b"], "a`b"),
+    ('UPDATE "a""b" SET a = 1', ['a"b'], 'a"b'),
+    ("UPDATE app.café SET a = 1", ["cafe"], "cafe"),  # (as utf8_general_ci compares)
+    ("UPDATE app.CAFE SET a = 1", ["café"], "café"),
+    ("UPDATE app.caféx SET a = 1", ["café"], None),
+    ("UPDATE app.€t SET a = 1", ["t"], None),  # (€ is part of an unquoted name)
+    ("UPDATE app.u SET a = 't'", ["t"], "t"),  # a string: counted all the same
+    ("UPDATE app.u /* t */ SET a = 1", ["t"], "t"),
+    ("UPDATE app.u SET a = f(1)", ["t", "f"], "f"),
+    ("UPDATE app.u SET a = 1", [], None),
+])
+def test_names_a_statement_may_spell(statement: str, names: list[str], found: str | None
+                                     ) -> None:
+    assert name_spelled(statement, names) == found
 
 
 @pytest.mark.parametrize(("statement", "gone"), [

@@ -583,6 +583,61 @@ def test_skipped_triggers_kept_by_an_older_release(conn: Any) -> None:
     conn.commit()
 
 
+def test_a_statement_stops_only_for_a_trigger_it_may_fire(conn: Any) -> None:
+    """A statement-format DML is checked against the triggers skipped: one on a table it
+    names, for an event of its kind; any, through a view or a stored function it names, or
+    while a trigger's table is unknown.  A table made by an earlier release gains the
+    events column (NULL: every event)."""
+    from binrelay.apply.ddl import LeftContext
+    from binrelay.apply.replay import SkippedTriggers
+
+    apply_ddl(conn, None, "CREATE DATABASE IF NOT EXISTS trig_ev")
+    apply_ddl(conn, None, "CREATE DATABASE IF NOT EXISTS trig_app")
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE trig_ev.skipped_trigger (pipeline VARCHAR(64) NOT NULL,"
+                    " trigger_schema VARCHAR(64) NOT NULL, trigger_name VARCHAR(64) NOT NULL,"
+                    " table_schema VARCHAR(64) NULL, table_name VARCHAR(64) NULL,"
+                    " PRIMARY KEY (pipeline, trigger_schema, trigger_name)) ENGINE=InnoDB")
+        cur.execute("INSERT INTO trig_ev.skipped_trigger VALUES ('p', 'trig_app', 'old',"
+                    " 'trig_app', 'legacy')")
+        triggers = SkippedTriggers("trig_ev", "p")
+        triggers.create(cur)
+        # Recorded before the events column: every event.
+        assert triggers.fired_by(cur, "DELETE FROM trig_app.legacy") == "trig_app.old"
+        assert triggers.fired_by(cur, "UPDATE trig_app.other SET a = 1") is None
+        triggers.record(cur, "drop", TableRef("trig_app", "old"))
+        triggers.record(cur, "create", TableRef("trig_app", "ins"), TableRef("trig_app", "t"),
+                        frozenset({"INSERT"}))
+        triggers.record(cur, "create", TableRef("trig_app", "del"), TableRef("trig_app", "d"),
+                        frozenset({"DELETE"}))
+        assert triggers.fired_by(cur, "UPDATE trig_app.t SET a = 1") is None
+        assert triggers.fired_by(cur, "INSERT INTO t VALUES (1)") == "trig_app.ins"
+        assert triggers.fired_by(cur, "INSERT INTO u SELECT * FROM t") == "trig_app.ins"
+        assert triggers.fired_by(cur, "REPLACE INTO `T` VALUES (1)") == "trig_app.ins"
+        assert triggers.fired_by(cur, "DELETE FROM trig_app.t") is None
+        assert triggers.fired_by(cur, "DELETE t, d FROM t JOIN d") == "trig_app.del"
+        assert triggers.fired_by(cur, "UPDATE u SET a = 1") is None
+        cur.execute("CREATE TABLE trig_app.u (a INT)")
+        cur.execute("CREATE VIEW trig_app.vu AS SELECT a FROM trig_app.u")
+        cur.execute("CREATE FUNCTION trig_app.fu() RETURNS INT DETERMINISTIC RETURN 1")
+    left = LeftContext()
+    triggers.after_ddl(left, "CREATE VIEW vu AS SELECT a FROM u", "trig_app")
+    left.settle(conn)
+    with conn.cursor() as cur:
+        found = triggers.fired_by(cur, "UPDATE vu SET a = 1")
+        assert found == "trig_app.del, reachable through the view vu"
+        found = triggers.fired_by(cur, "UPDATE u SET a = trig_app.FU()")
+        assert found == "trig_app.del, reachable through the function fu"
+        assert triggers.fired_by(cur, "UPDATE u SET a = fun()") is None
+        # A trigger whose table is unknown (after a RENAME): any statement.
+        triggers.record(cur, "create", TableRef("trig_app", "lost"), None)
+        assert triggers.fired_by(cur, "UPDATE u SET a = 1") == "trig_app.lost"
+    conn.rollback()
+    with conn.cursor() as cur:
+        cur.execute("DROP DATABASE trig_app")
+        cur.execute("DROP DATABASE trig_ev")
+
+
 def test_no_trigger_skipped_costs_no_round_trip(conn: Any) -> None:
     """With no trigger recorded for the pipeline (read when the table is made), a DDL's
     bookkeeping and a statement's check send nothing; the first trigger recorded turns

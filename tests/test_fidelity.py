@@ -179,6 +179,40 @@ def test_a_trigger_goes_with_its_table(env: Env, spark) -> None:
     assert env.downstream.scalar("SELECT COUNT(*) FROM app.u") == 2
 
 
+# Statements (STATEMENT, or MIXED: MariaDB's default) that fire none of the upstream's
+# triggers are replayed; the one that would fire one stops.
+STATEMENTS_BESIDE_TRIGGERS = [
+    SCHEMA,
+    "CREATE TABLE app.t (id INT PRIMARY KEY, v INT)",
+    "CREATE TABLE app.audit (n INT AUTO_INCREMENT PRIMARY KEY, id INT)",
+    "CREATE TABLE app.w (id INT PRIMARY KEY, v INT)",
+    "CREATE TRIGGER app.t_ins AFTER INSERT ON app.t FOR EACH ROW"
+    " INSERT INTO app.audit (id) VALUES (NEW.id)",
+    "CREATE TRIGGER app.w_upd BEFORE UPDATE ON app.w FOR EACH ROW SET NEW.v = NEW.v * 10",
+    "INSERT INTO app.t VALUES (1, 1), (2, 2), (3, 3)",
+    "INSERT INTO app.w VALUES (1, 1), (2, 2)",
+    (1, "SET SESSION binlog_format = 'STATEMENT'"),
+    (1, "UPDATE app.t SET v = v + 1 WHERE id < 3"),
+    (1, "DELETE FROM app.t WHERE id = 3"),
+    (1, "DELETE FROM app.w WHERE id = 2"),
+    (1, "UPDATE app.audit SET id = id * 2"),
+    (2, "SET SESSION binlog_format = 'MIXED'"),
+    (2, "UPDATE app.t SET v = 0 WHERE id = 1"),
+    (2, "INSERT INTO app.t VALUES (4, 4)"),  # fires upstream: MIXED logs its rows
+]
+
+
+def test_statements_that_fire_no_trigger_beside_triggers(env: Env, spark) -> None:
+    converge(env, spark, STATEMENTS_BESIDE_TRIGGERS)
+    env.run([(1, "SET SESSION binlog_format = 'STATEMENT'"),
+             (1, "UPDATE app.t SET v = 7 WHERE id = 2"),
+             (1, "UPDATE app.w SET v = 5 WHERE id = 1")])
+    env.relay()
+    with pytest.raises(UnfaithfulApplyError, match=r"\('UPDATE app\.w SET .*trigger app\.w_upd"):
+        env.sync(spark)
+    assert env.downstream.scalar("SELECT v FROM app.w WHERE id = 1") == 1
+
+
 GENERATED = [
     SCHEMA,
     "CREATE TABLE app.g (id INT PRIMARY KEY, a INT, b VARCHAR(10),"

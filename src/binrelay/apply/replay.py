@@ -34,7 +34,17 @@ from binrelay.apply.downstream import (
     rollback_quietly,
     still_open,
 )
-from binrelay.apply.sql import TablesGone, event_ddl, quote_table, snippet, tables_gone, trigger_ddl
+from binrelay.apply.sql import (
+    TRIGGER_EVENTS,
+    TablesGone,
+    event_ddl,
+    events_fired,
+    name_spelled,
+    quote_table,
+    snippet,
+    tables_gone,
+    trigger_ddl,
+)
 from binrelay.apply.statement_sql import reset_statements, sets_pseudo_thread
 from binrelay.binlog.txn import is_savepoint_statement
 from binrelay.errors import UnfaithfulApplyError
@@ -138,6 +148,11 @@ def _prepare(conn: Any) -> bool:
     return True
 
 
+_EVENTS_COLUMN = "events VARCHAR(32) CHARACTER SET ascii NULL"
+#: Their views and routines write no table a user's trigger is on.
+_SYSTEM_SCHEMAS = ("mysql", "sys", "information_schema", "performance_schema")
+
+
 @dataclass(frozen=True, slots=True)
 class SkippedTriggers:
     """Trigger DDL is not replayed: a trigger's effects on rows are in the binlog already,
@@ -158,6 +173,9 @@ class SkippedTriggers:
     #: again from the first trigger recorded.  While False, neither what a DDL does to
     #: triggers' tables nor a statement's check needs a round trip.
     _held: list[bool] = field(default_factory=lambda: [True], compare=False, repr=False)
+    #: The downstream's views and stored routines (name: kind), read for the first
+    #: statement checked after a DDL (which may make or drop one).
+    _reachers: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def table(self) -> TableRef:
@@ -176,29 +194,34 @@ class SkippedTriggers:
             f"CREATE TABLE IF NOT EXISTS {quote_table(self.table)} ("
             f" pipeline VARCHAR(64) NOT NULL, trigger_schema {name} NOT NULL,"
             f" trigger_name {name} NOT NULL, table_schema {name} NULL, table_name {name} NULL,"
-            " PRIMARY KEY (pipeline, trigger_schema, trigger_name)) ENGINE=InnoDB")
-        cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s"
-                    " AND TABLE_NAME = %s AND COLUMN_NAME = 'table_name'",
+            f" {_EVENTS_COLUMN}, PRIMARY KEY (pipeline, trigger_schema, trigger_name))"
+            " ENGINE=InnoDB")
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s"
+                    " AND TABLE_NAME = %s AND COLUMN_NAME IN ('table_name', 'events')",
                     (self.table.schema, self.table.table))
-        if not cur.fetchone()[0]:
+        has = {row[0].lower() for row in cur.fetchall()}
+        if "table_name" not in has:
             # (Trigger names compared as bytes too: two that differ in case are two.)
             cur.execute(f"ALTER TABLE {quote_table(self.table)} MODIFY trigger_schema {name}"
                         f" NOT NULL, MODIFY trigger_name {name} NOT NULL, ADD COLUMN"
                         f" table_schema {name} NULL, ADD COLUMN table_name {name} NULL")
+        if "events" not in has:  # (NULL for the triggers it holds: every event)
+            cur.execute(f"ALTER TABLE {quote_table(self.table)} ADD COLUMN {_EVENTS_COLUMN}")
         self._held[0] = self._first(cur) is not None
 
     def record(self, cur: Any, what: str, name: TableRef | None,
-               table: TableRef | None = None) -> None:
+               table: TableRef | None = None,
+               events: frozenset[str] = TRIGGER_EVENTS) -> None:
         if name is None:
             return
         t = self._t()
         if what == "create":
             self._held[0] = True
             cur.execute(f"REPLACE INTO {t} (pipeline, trigger_schema, trigger_name,"
-                        " table_schema, table_name) VALUES (%s, %s, %s, %s, %s)",
+                        " table_schema, table_name, events) VALUES (%s, %s, %s, %s, %s, %s)",
                         (self.pipeline, name.schema, name.table,
                          None if table is None else table.schema,
-                         None if table is None else table.table))
+                         None if table is None else table.table, ",".join(sorted(events))))
         else:
             cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND trigger_schema = %s"
                         " AND trigger_name = %s", (self.pipeline, name.schema, name.table))
@@ -207,6 +230,7 @@ class SkippedTriggers:
         """What a DDL the downstream ran does to the triggers' tables, noted once the
         connection is settled (in order with the triggers recorded, before any statement
         is checked, and before the batch's checkpoint)."""
+        self._reachers.clear()
         gone = tables_gone(statement, schema) if self._held[0] else None
         if gone is not None:
             left.followups.append(lambda cur: self._follow(cur, gone))
@@ -227,6 +251,48 @@ class SkippedTriggers:
     def any(self, cur: Any) -> str | None:
         """A trigger skipped that may still exist (``schema.name``), or None."""
         return self._first(cur) if self._held[0] else None
+
+    def fired_by(self, cur: Any, statement: str) -> str | None:
+        """A trigger skipped that ``statement`` (a statement-format DML) may fire upstream,
+        as ``schema.name`` (and what reaches it), or None.  One whose table is unknown; one
+        on a table the statement names, for an event of its kind (an UPDATE fires no INSERT
+        trigger); any, when the statement names a view or a stored routine (which may write
+        any table).  Names are found in the statement's text however spelled
+        (:func:`name_spelled`): a table it only seems to name costs a refusal, never a
+        trigger missed."""
+        if not self._held[0]:
+            return None
+        cur.execute(f"SELECT trigger_schema, trigger_name, table_name, events FROM {self._t()}"
+                    " WHERE pipeline = %s ORDER BY 1, 2", (self.pipeline,))
+        rows = cur.fetchall()
+        if not rows:
+            return None
+        fired = events_fired(statement)
+        on: dict[str, str] = {}
+        for schema, name, table, events in rows:
+            if table is None:
+                return f"{schema}.{name}"
+            if events is None or fired & set(events.split(",")):
+                on.setdefault(table, f"{schema}.{name}")
+        hit = name_spelled(statement, on)
+        if hit is not None:
+            return on[hit]
+        reachers = self._read_reachers(cur)
+        hit = name_spelled(statement, reachers)
+        if hit is not None:
+            return f"{rows[0][0]}.{rows[0][1]}, reachable through the {reachers[hit]} {hit}"
+        return None
+
+    def _read_reachers(self, cur: Any) -> dict[str, str]:
+        if not self._reachers:
+            marks = ", ".join(["%s"] * len(_SYSTEM_SCHEMAS))
+            cur.execute("SELECT ROUTINE_NAME, LOWER(ROUTINE_TYPE) FROM information_schema.ROUTINES"
+                        f" WHERE ROUTINE_SCHEMA NOT IN ({marks}) UNION ALL SELECT TABLE_NAME,"
+                        " 'view' FROM information_schema.VIEWS WHERE TABLE_SCHEMA NOT IN"
+                        f" ({marks})", _SYSTEM_SCHEMAS * 2)
+            self._reachers.update((name, kind) for name, kind in cur.fetchall())
+            self._reachers.setdefault("", "")  # (read: none is not "not read yet")
+        return {k: v for k, v in self._reachers.items() if k}
 
     def _first(self, cur: Any) -> str | None:
         t = self._t()
@@ -325,7 +391,7 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
                 if not is_savepoint_statement(action.raw[:32]):
                     # (A savepoint fires nothing.)
                     with conn.cursor() as cur:
-                        skipped = triggers.any(cur)
+                        skipped = triggers.fired_by(cur, action.text)
                 if skipped is not None:
                     raise UnfaithfulApplyError(
                         f"a statement-format DML ({snippet(action.text, 60)!r}) may fire"
