@@ -13,7 +13,10 @@ from typing import Any
 
 import tomli_w
 
+from binrelay.binlog import constants as c
+from binrelay.binlog.parse import parse_header
 from binrelay.relay.layout import read_index, read_meta
+from binrelay.relay.livestatus import RELAYING, read_status
 from binrelay.relay.verify import compare_subdir
 from binrelay.testing.sandbox import MariaDBServer
 
@@ -102,8 +105,12 @@ def wait_caught_up(relay_dir: Path, server: MariaDBServer, *, timeout: float = 1
                    process: RelayProcess | None = None) -> None:
     """Wait until relay.meta of the last subdir equals the upstream's current position.
 
-    MariaDB appends Binlog_checkpoint events on its own a little after a rotation, so the
-    position must hold still for a while (InnoDB flushes once a second here) to count.
+    MariaDB appends a Binlog_checkpoint event on its own a little after a rotation (once
+    InnoDB has flushed the older file's transactions, about a second here): until the
+    current file's last checkpoint names that file itself, the position must hold still for
+    a while to count.  With ``process``, only once that relay has said (relay.status) it
+    relays: a relay.meta left by an earlier run may equal the position before this one has
+    recovered its files.
     """
     deadline = time.monotonic() + timeout
     matched_since: float | None = None
@@ -116,6 +123,9 @@ def wait_caught_up(relay_dir: Path, server: MariaDBServer, *, timeout: float = 1
         with contextlib.suppress(Exception):
             meta = read_meta(current_subdir(relay_dir))
         if meta is not None and (meta.binlog_name, meta.binlog_pos) == want:
+            if process is not None and _relaying(relay_dir, process) and \
+                    _checkpoint_settled(current_subdir(relay_dir) / want[0], want[1]):
+                return
             if matched_since is None:
                 matched_since = time.monotonic()
             elif time.monotonic() - matched_since >= 1.5:
@@ -127,6 +137,29 @@ def wait_caught_up(relay_dir: Path, server: MariaDBServer, *, timeout: float = 1
     with contextlib.suppress(Exception):
         meta = read_meta(current_subdir(relay_dir))
     raise AssertionError(f"relay did not catch up with {want} in {timeout}s: meta={meta}")
+
+
+def _relaying(relay_dir: Path, process: RelayProcess) -> bool:
+    status = read_status(relay_dir)
+    return status is not None and status.pid == process.proc.pid and status.state == RELAYING
+
+
+def _checkpoint_settled(path: Path, end: int) -> bool:
+    """Whether the last Binlog_checkpoint event before ``end`` in binlog ``path`` names the
+    file itself: then the server writes no other until it rotates again.  False where that
+    cannot be read (an encrypted binlog hides its events' headers)."""
+    data = path.read_bytes()[:end]
+    at, last = 4, None
+    while at + c.EVENT_HEADER_LEN <= len(data):
+        header = parse_header(data, at)
+        if header.event_type == c.START_ENCRYPTION_EVENT:
+            return False
+        if header.event_type == c.BINLOG_CHECKPOINT_EVENT:
+            body = at + c.EVENT_HEADER_LEN
+            size = int.from_bytes(data[body:body + 4], "little")
+            last = data[body + 4:body + 4 + size]
+        at += header.event_size
+    return last is not None and last.decode() == path.name
 
 
 def assert_identical(subdir: Path, server: MariaDBServer, *, files: list[str] | None = None

@@ -6,14 +6,17 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from binrelay.relay.livestatus import read_status
+from binrelay.relay.livestatus import RELAYING, read_status
+from binrelay.relay.monitor import RelayMonitor
 from relay_helpers import RelayProcess, binrelay_cmd, run_binrelay, wait_caught_up, write_config
 
 
@@ -176,3 +179,32 @@ def test_status_shows_the_relays_last_error(env, tmp_path: Path) -> None:
         assert doc["relay"]["seconds_behind"] is None
     finally:
         assert relay.stop() == 0
+
+
+def test_a_new_state_is_written_at_once(tmp_path: Path) -> None:
+    """relay.status says the relay's new state when it changes, not at the next tick (an
+    hour away here): ``status`` and scripts waiting for the relay see it relaying when it
+    does."""
+    stopping = threading.Event()
+    service = types.SimpleNamespace(
+        relay_dir=types.SimpleNamespace(root=tmp_path), endpoint=None, writer=None,
+        connected_identity="", state="connecting", pid=os.getpid(), started_at=time.time(),
+        last_error="", last_error_at=None, metrics_addr="", disk_full_since=None,
+        stopping=stopping.is_set)
+    monitor = RelayMonitor(service, interval=3600)  # type: ignore[arg-type]
+    monitor.start()
+    try:
+        deadline = time.monotonic() + 30
+        while read_status(tmp_path) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert read_status(tmp_path).state == "connecting"  # type: ignore[union-attr]
+        service.state = RELAYING
+        monitor.poke()
+        deadline = time.monotonic() + 30
+        while getattr(read_status(tmp_path), "state", "") != RELAYING and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert read_status(tmp_path).state == RELAYING  # type: ignore[union-attr]
+    finally:
+        stopping.set()
+        monitor.join(timeout=5)

@@ -65,14 +65,21 @@ class RelayMonitor(threading.Thread):
         self.latest: RelayLiveStatus | None = None
         #: The last write of relay.status failed (said once, not every second).
         self._write_failed = False
+        self._wake = threading.Event()
 
     def run(self) -> None:
         while not self.service.stopping():
             self.tick()
             deadline = time.monotonic() + self.interval
             while not self.service.stopping() and time.monotonic() < deadline:
-                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+                if self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+                    self._wake.clear()
+                    break
         self._close_session()
+
+    def poke(self) -> None:
+        """Tick now rather than at the end of the interval (the service's state changed)."""
+        self._wake.set()
 
     def tick(self) -> RelayLiveStatus:
         """Recompute and write relay.status now (also called once more at stop)."""

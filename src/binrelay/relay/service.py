@@ -173,7 +173,7 @@ class RelayService:
         # Live state for relay.status and metrics (read from other threads: plain values).
         self.pid = os.getpid()
         self.started_at = time.time()
-        self.state = CONNECTING
+        self._state = CONNECTING
         self.last_error = ""
         self.last_error_at: float | None = None
         self.metrics_addr = ""
@@ -187,6 +187,17 @@ class RelayService:
         #: moved on is the same outage), and how many outages there were.
         self.disk_full: DiskFull | None = None
         self.disk_full_count = 0
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @state.setter
+    def state(self, value: str) -> None:
+        """A new state is written to relay.status at once, not at the next tick: ``status``
+        and scripts waiting for the relay see it connected (or reconnecting) when it is."""
+        self._state = value
+        self.monitor.poke()
 
     def request_stop(self) -> None:
         self._stop = True
