@@ -45,6 +45,7 @@ from binrelay.apply.sql import (
     TRIGGER_EVENTS,
     TablesGone,
     change_statement,
+    creates_by_select,
     ddl_kind,
     delete_keys,
     events_fired,
@@ -511,6 +512,33 @@ def test_a_triggers_table(statement: str, table: TableRef | None) -> None:
         ("drop", TableRef("tg", "ai"), None, TRIGGER_EVENTS)
 
 
+@pytest.mark.parametrize(("statement", "what"), [
+    ("CREATE TRIGGER tg.ai AFTER INSERT ON t FOR EACH ROW SET @a = 1", "create"),
+    ("CREATE OR REPLACE TRIGGER tg.ai AFTER INSERT ON t FOR EACH ROW SET @a = 1", "create"),
+    # Logged even where the trigger was there: then it changed nothing.
+    ("CREATE TRIGGER IF NOT EXISTS tg.ai AFTER INSERT ON t FOR EACH ROW SET @a = 1",
+     "create if absent"),
+    ("CREATE DEFINER=`a`@`%` TRIGGER if  not exists `a b` AFTER INSERT ON t FOR EACH ROW"
+     " SET @a = 1", "create if absent"),
+])
+def test_a_trigger_created_if_absent(statement: str, what: str) -> None:
+    found = trigger_ddl(statement, "d")
+    assert found is not None and found[0] == what
+
+
+@pytest.mark.parametrize(("statement", "is_it"), [
+    ("CREATE TABLE t SELECT f() AS n", True),
+    ("create or replace table t (a int) ignore select a from u", True),
+    ("CREATE TEMPORARY TABLE t AS (SELECT 1)", True),
+    ("SET STATEMENT max_statement_time = 0 FOR CREATE TABLE t SELECT 1", True),
+    ("CREATE TABLE t (a INT)", False),
+    ("CREATE VIEW v AS SELECT f()", False),
+    ("CREATE TABLE selected (a INT)", False),
+])
+def test_a_create_table_select(statement: str, is_it: bool) -> None:
+    assert creates_by_select(statement) is is_it
+
+
 @pytest.mark.parametrize(("statement", "events"), [
     ("CREATE TRIGGER ai BEFORE UPDATE ON t FOR EACH ROW SET @a = 1", {"UPDATE"}),
     ("create trigger ai after delete on t for each row set @a = 1", {"DELETE"}),
@@ -527,9 +555,15 @@ def test_a_triggers_events(statement: str, events: set[str]) -> None:
 @pytest.mark.parametrize(("statement", "events"), [
     ("UPDATE t SET a = 1", {"UPDATE"}),
     ("/* app */ delete from t", {"DELETE"}),
+    ("INSERT IGNORE INTO t VALUES (1)", {"INSERT"}),
     ("INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = 2", {"INSERT", "UPDATE"}),
     ("SET STATEMENT max_statement_time = 1 FOR UPDATE t SET a = 1", {"UPDATE"}),
-    ("/*!40000 UPDATE t SET a = 1 */", {"UPDATE"}),
+    # The server may skip or run what an executable comment holds.
+    ("/*!40000 UPDATE t SET a = 1 */", TRIGGER_EVENTS),
+    ("/*!90000 UPDATE */ DELETE FROM t", TRIGGER_EVENTS),
+    # Rows split by a period: the parts outside it are inserted.
+    ("UPDATE t FOR PORTION OF p FROM '2020-03-01' TO '2020-06-01' SET x = 1", TRIGGER_EVENTS),
+    ("DELETE FROM t FOR portion OF p FROM '2020-03-01' TO '2020-06-01'", TRIGGER_EVENTS),
     ("REPLACE INTO t VALUES (1)", TRIGGER_EVENTS),
     ("LOAD DATA INFILE 'f' INTO TABLE t", TRIGGER_EVENTS),
     ("SELECT f()", TRIGGER_EVENTS),
@@ -549,12 +583,20 @@ def test_the_trigger_events_a_statement_may_fire(statement: str, events: set[str
     ('UPDATE "a""b" SET a = 1', ['a"b'], 'a"b'),
     ("UPDATE app.café SET a = 1", ["cafe"], "cafe"),  # (as utf8_general_ci compares)
     ("UPDATE app.CAFE SET a = 1", ["café"], "café"),
-    ("UPDATE app.caféx SET a = 1", ["café"], None),
+    ("UPDATE app.cafex SET a = 1", ["cafe"], None),
     ("UPDATE app.€t SET a = 1", ["t"], None),  # (€ is part of an unquoted name)
     ("UPDATE app.u SET a = 't'", ["t"], "t"),  # a string: counted all the same
     ("UPDATE app.u /* t */ SET a = 1", ["t"], "t"),
     ("UPDATE app.u SET a = f(1)", ["t", "f"], "f"),
     ("UPDATE app.u SET a = 1", [], None),
+    ("UPDATE /*!40101t2*/ SET a = 1", ["t2"], "t2"),  # (run as UPDATE t2)
+    ("UPDATE /*M!100101t2*/ SET a = 1", ["t2"], "t2"),
+    ("UPDATE u SET a = strase()", ["straße"], "straße"),  # (utf8_general_ci: ß = s)
+    ("UPDATE u SET a = LIWER(x)", ["lıwer"], "lıwer"),
+    # The text read as UTF-8 may be another character set's: a name beyond ASCII counts.
+    ("UPDATE caf\udce9 SET a = 1", ["café"], "café"),
+    ("UPDATE u SET a = 'é'", ["ü"], "ü"),
+    ("UPDATE x SET a = 'e'", ["ü"], None),
 ])
 def test_names_a_statement_may_spell(statement: str, names: list[str], found: str | None
                                      ) -> None:
@@ -570,8 +612,14 @@ def test_names_a_statement_may_spell(statement: str, names: list[str], found: st
     ("DROP SCHEMA s", TablesGone(schema="s")),
     ("RENAME TABLE a TO b", TablesGone(renames=True)),
     ("ALTER TABLE a RENAME b", TablesGone(renames=True)),
-    ("alter table a rename column x to y", TablesGone(renames=True)),
     ("/*!50000RENAME TABLE t TO u */", TablesGone(renames=True)),
+    # A column or an index renamed: no table.
+    ("ALTER TABLE a RENAME COLUMN x TO y", None),
+    ("alter table a rename index i to j, rename key k to l", None),
+    ("ALTER TABLE a RENAME COLUMN x TO y, RENAME TO b", TablesGone(renames=True)),
+    ("ALTER TABLE a RENAME COLUMN$x", TablesGone(renames=True)),  # (the table's new name)
+    ("ALTER TABLE a RENAME key2", TablesGone(renames=True)),
+    ("ALTER TABLE a RENAME /* c */ COLUMN x TO y", TablesGone(renames=True)),
     ("/*M!100100RENAME TABLE t TO u */", TablesGone(renames=True)),
     ("CREATE OR REPLACE TABLE t (id INT)", TablesGone((TableRef("d", "t"),))),
     ("create or replace table `x`.`y` AS SELECT 1", TablesGone((TableRef("x", "y"),))),

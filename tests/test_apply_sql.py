@@ -629,6 +629,21 @@ def test_a_statement_stops_only_for_a_trigger_it_may_fire(conn: Any) -> None:
         found = triggers.fired_by(cur, "UPDATE u SET a = trig_app.FU()")
         assert found == "trig_app.del, reachable through the function fu"
         assert triggers.fired_by(cur, "UPDATE u SET a = fun()") is None
+        # A CREATE TABLE ... SELECT: only what a view or a routine reaches.
+        assert triggers.fired_by(cur, "CREATE TABLE n SELECT * FROM t", tables=False) is None
+        assert triggers.fired_by(cur, "CREATE TABLE n SELECT fu()", tables=False) == \
+            "trig_app.del, reachable through the function fu"
+        # A CREATE ... IF NOT EXISTS of a trigger that was there changed nothing.
+        triggers.record(cur, "create if absent", TableRef("trig_app", "ins"),
+                        TableRef("trig_app", "other"), frozenset({"DELETE"}))
+        assert triggers.fired_by(cur, "INSERT INTO t VALUES (1)") == "trig_app.ins"
+        # Names read from a statement in another character set (bytes kept as escapes):
+        # recorded all the same, its table unknown.
+        triggers.record(cur, "create", TableRef("trig_app", "x\udce9"),
+                        TableRef("trig_app", "caf\udce9"), frozenset({"INSERT"}))
+        assert triggers.fired_by(cur, "UPDATE zz SET a = 1") == "trig_app.x\\xe9"
+        triggers.record(cur, "drop", TableRef("trig_app", "x\udce9"))
+        assert triggers.fired_by(cur, "UPDATE zz SET a = 1") is None
         # A trigger whose table is unknown (after a RENAME): any statement.
         triggers.record(cur, "create", TableRef("trig_app", "lost"), None)
         assert triggers.fired_by(cur, "UPDATE u SET a = 1") == "trig_app.lost"

@@ -204,13 +204,34 @@ STATEMENTS_BESIDE_TRIGGERS = [
 
 def test_statements_that_fire_no_trigger_beside_triggers(env: Env, spark) -> None:
     converge(env, spark, STATEMENTS_BESIDE_TRIGGERS)
-    env.run([(1, "SET SESSION binlog_format = 'STATEMENT'"),
+
+
+@pytest.mark.parametrize(("statement", "fires"), [
+    ("UPDATE app.w SET v = 5 WHERE id = 1", "app.w_upd"),
+    ("INSERT INTO app.v_t VALUES (9, 9)", "app.t_ins, reachable through the view v_t"),
+    # A function called by a CREATE TABLE ... SELECT writes a table with a trigger.
+    ("CREATE TABLE app.c SELECT app.add_t(8) AS n", "app.t_ins, reachable through the"
+     " function add_t"),
+], ids=["update", "view", "create-select"])
+def test_a_statement_that_fires_a_trigger_stops(mariadb_factory, tmp_path: Path, spark,
+                                                statement: str, fires: str) -> None:
+    env = make_env(mariadb_factory, tmp_path)
+    env.run([*STATEMENTS_BESIDE_TRIGGERS[:8],
+             "CREATE VIEW app.v_t AS SELECT id, v FROM app.t",
+             "CREATE FUNCTION app.add_t(n INT) RETURNS INT DETERMINISTIC MODIFIES SQL DATA"
+             " BEGIN INSERT INTO app.t VALUES (n, n); RETURN n; END",
+             (1, "SET SESSION binlog_format = 'STATEMENT'"),
              (1, "UPDATE app.t SET v = 7 WHERE id = 2"),
-             (1, "UPDATE app.w SET v = 5 WHERE id = 1")])
+             (1, statement)])
     env.relay()
-    with pytest.raises(UnfaithfulApplyError, match=r"\('UPDATE app\.w SET .*trigger app\.w_upd"):
+    with pytest.raises(UnfaithfulApplyError, match=rf"{re.escape(statement[:30])}.*trigger"
+                                                   rf" {re.escape(fires)}\)"):
         env.sync(spark)
-    assert env.downstream.scalar("SELECT v FROM app.w WHERE id = 1") == 1
+    # It stops there: the transactions before it applied, nothing of it.
+    assert env.downstream.scalar("SELECT v FROM app.t WHERE id = 2") == 7
+    assert env.downstream.execute("SELECT id, v FROM app.w ORDER BY id") == ((1, 1), (2, 2))
+    assert env.downstream.scalar("SELECT COUNT(*) FROM app.t WHERE id > 4") == 0
+    env.close_sessions()
 
 
 GENERATED = [

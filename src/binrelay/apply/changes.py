@@ -33,6 +33,9 @@ class TableRef:
     def __str__(self) -> str:
         return f"{self.schema}.{self.table}"
 
+    def parts(self) -> tuple[str, str]:
+        return self.schema, self.table
+
 
 @dataclass(frozen=True, slots=True)
 class Change:

@@ -37,6 +37,7 @@ from binrelay.apply.downstream import (
 from binrelay.apply.sql import (
     TRIGGER_EVENTS,
     TablesGone,
+    creates_by_select,
     event_ddl,
     events_fired,
     name_spelled,
@@ -153,6 +154,15 @@ _EVENTS_COLUMN = "events VARCHAR(32) CHARACTER SET ascii NULL"
 _SYSTEM_SCHEMAS = ("mysql", "sys", "information_schema", "performance_schema")
 
 
+def _storable(name: TableRef) -> TableRef:
+    """``name`` as UTF-8 text can hold it: a statement of a session in another character
+    set was read as UTF-8, its other bytes kept as escapes, which a column cannot take
+    (they are written as ``\\xNN``, the same for a CREATE and a DROP)."""
+    def text(part: str) -> str:
+        return part.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return TableRef(text(name.schema), text(name.table))
+
+
 @dataclass(frozen=True, slots=True)
 class SkippedTriggers:
     """Trigger DDL is not replayed: a trigger's effects on rows are in the binlog already,
@@ -215,16 +225,20 @@ class SkippedTriggers:
         if name is None:
             return
         t = self._t()
-        if what == "create":
+        if what.startswith("create"):
             self._held[0] = True
-            cur.execute(f"REPLACE INTO {t} (pipeline, trigger_schema, trigger_name,"
+            if table is not None and _storable(table) != table:
+                table = None  # (its name is bytes of another character set: unknown)
+            # (One that was there stays as recorded: the statement changed nothing.)
+            verb = "INSERT IGNORE" if what == "create if absent" else "REPLACE"
+            cur.execute(f"{verb} INTO {t} (pipeline, trigger_schema, trigger_name,"
                         " table_schema, table_name, events) VALUES (%s, %s, %s, %s, %s, %s)",
-                        (self.pipeline, name.schema, name.table,
+                        (self.pipeline, *_storable(name).parts(),
                          None if table is None else table.schema,
                          None if table is None else table.table, ",".join(sorted(events))))
         else:
             cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND trigger_schema = %s"
-                        " AND trigger_name = %s", (self.pipeline, name.schema, name.table))
+                        " AND trigger_name = %s", (self.pipeline, *_storable(name).parts()))
 
     def after_ddl(self, left: LeftContext, statement: str, schema: str | None) -> None:
         """What a DDL the downstream ran does to the triggers' tables, noted once the
@@ -242,24 +256,29 @@ class SkippedTriggers:
                         " pipeline = %s", (self.pipeline,))
         for table in gone.tables:
             cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND table_schema = %s AND"
-                        " table_name = %s", (self.pipeline, table.schema, table.table))
+                        " table_name = %s", (self.pipeline, *_storable(table).parts()))
         if gone.schema is not None:
             # (A trigger is in its table's schema, whatever became of its table's name.)
             cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND trigger_schema = %s",
-                        (self.pipeline, gone.schema))
+                        (self.pipeline, _storable(TableRef(gone.schema, "")).schema))
 
     def any(self, cur: Any) -> str | None:
         """A trigger skipped that may still exist (``schema.name``), or None."""
         return self._first(cur) if self._held[0] else None
 
-    def fired_by(self, cur: Any, statement: str) -> str | None:
+    def may_hold(self) -> bool:
+        """Whether a trigger may be recorded (else :meth:`fired_by` sends nothing)."""
+        return self._held[0]
+
+    def fired_by(self, cur: Any, statement: str, *, tables: bool = True) -> str | None:
         """A trigger skipped that ``statement`` (a statement-format DML) may fire upstream,
         as ``schema.name`` (and what reaches it), or None.  One whose table is unknown; one
         on a table the statement names, for an event of its kind (an UPDATE fires no INSERT
         trigger); any, when the statement names a view or a stored routine (which may write
         any table).  Names are found in the statement's text however spelled
         (:func:`name_spelled`): a table it only seems to name costs a refusal, never a
-        trigger missed."""
+        trigger missed.  ``tables=False`` (a CREATE TABLE ... SELECT, which writes only the
+        table it makes): only what a view or a routine reaches."""
         if not self._held[0]:
             return None
         cur.execute(f"SELECT trigger_schema, trigger_name, table_name, events FROM {self._t()}"
@@ -274,7 +293,7 @@ class SkippedTriggers:
                 return f"{schema}.{name}"
             if events is None or fired & set(events.split(",")):
                 on.setdefault(table, f"{schema}.{name}")
-        hit = name_spelled(statement, on)
+        hit = name_spelled(statement, on) if tables else None
         if hit is not None:
             return on[hit]
         reachers = self._read_reachers(cur)
@@ -336,6 +355,16 @@ class SessionStatement:
 Action = Change | SessionStatement
 
 
+def _refuse_trigger(action: SessionStatement, skipped: str | None) -> None:
+    if skipped is not None:
+        raise UnfaithfulApplyError(
+            f"statement {snippet(action.text, 60)!r}, logged as a statement (not rows), may"
+            f" fire upstream triggers, which binrelay does not replay (trigger {skipped})",
+            position=action.position,
+            hint="log row events upstream (binlog_format=ROW in every session), then"
+                 " resynchronise this downstream")
+
+
 def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTriggers,
                    max_packet: int | None = None, replay: bool = True,
                    journal: DdlJournal | None = None, left: LeftContext | None = None) -> int:
@@ -378,6 +407,11 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
                 with conn.cursor() as cur:
                     triggers.record(cur, *trigger)
             elif action.ddl:
+                if triggers.may_hold() and creates_by_select(action.text):
+                    left.settle(conn)
+                    with conn.cursor() as cur:
+                        _refuse_trigger(action, triggers.fired_by(cur, action.text,
+                                                                  tables=False))
                 apply_ddl(conn, action.schema or None, action.text, replay=replay,
                           position=action.position, setup=action.setup, raw=action.raw,
                           journal=journal, left=left)
@@ -392,13 +426,7 @@ def replay_actions(conn: Any, actions: Iterable[Action], *, triggers: SkippedTri
                     # (A savepoint fires nothing.)
                     with conn.cursor() as cur:
                         skipped = triggers.fired_by(cur, action.text)
-                if skipped is not None:
-                    raise UnfaithfulApplyError(
-                        f"a statement-format DML ({snippet(action.text, 60)!r}) may fire"
-                        f" upstream triggers, which binrelay does not replay (trigger"
-                        f" {skipped})", position=action.position,
-                        hint="log row events upstream (binlog_format=ROW in every"
-                             " session), then resynchronise this downstream")
+                _refuse_trigger(action, skipped)
                 _statement(conn, action)
         flush()
     except BaseException:

@@ -29,6 +29,7 @@ __all__ = [
     "DdlKind",
     "Statement",
     "change_statement",
+    "creates_by_select",
     "ddl_kind",
     "delete_keys",
     "event_ddl",
@@ -575,6 +576,7 @@ _TRIGGER_DDL = re.compile(
     rf"(CREATE)\s+(?:OR\s+REPLACE\s+)?(?:{DEFINER_CLAUSE})?TRIGGER\s+"
     rf"(?:IF\s+NOT\s+EXISTS\s+)?({_QNAME})|(DROP)\s+TRIGGER\s+(?:IF\s+EXISTS\s+)?({_QNAME})",
     re.IGNORECASE)
+_IF_NOT_EXISTS = re.compile(r"IF\s+NOT\s+EXISTS\s+$", re.IGNORECASE)
 #: A name read only where it cannot be taken for another: quoted with backticks, or
 #: letters, digits, $ and _ (no ANSI quotes, no comment next to it).
 _PLAIN_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
@@ -596,8 +598,11 @@ _DROP_DATABASE = re.compile(
 #: CREATE OR REPLACE TABLE drops the table it names first (a temporary one has no trigger).
 _REPLACE_TABLE = re.compile(rf"CREATE\s+OR\s+REPLACE\s+TABLE\s+({_PLAIN_QNAME})(?=[\s(])",
                             re.IGNORECASE)
-#: (Not after a letter: ``/*!50000RENAME TABLE ...*/`` renames too.)
-_RENAME_WORD = re.compile(r"(?<![A-Za-z_$])RENAME(?![A-Za-z0-9_$])", re.IGNORECASE)
+#: (Not after a letter: ``/*!50000RENAME TABLE ...*/`` renames too.)  RENAME COLUMN,
+#: INDEX and KEY (the next word, past blanks only) rename no table.
+_RENAME_WORD = re.compile(
+    "(?<![A-Za-z_$])RENAME(?![A-Za-z0-9_$])"
+    "(?!\\s+(?:COLUMN|INDEX|KEY)(?![0-9A-Za-z_$\u0080-\U0010ffff]))", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -637,41 +642,70 @@ def tables_gone(statement: str, schema: str | None) -> TablesGone | None:
 
 def trigger_ddl(statement: str, schema: str | None
                 ) -> tuple[str, TableRef | None, TableRef | None, frozenset[str]] | None:
-    """``("create" | "drop", trigger name as schema.name, its table, its events)`` for
-    trigger DDL (the table of a CREATE, in the trigger's schema, where it reads, else None;
-    its events, every one where it does not read), or None."""
+    """``("create" | "create if absent" | "drop", trigger name as schema.name, its table,
+    its events)`` for trigger DDL (the table of a CREATE, in the trigger's schema, where it
+    reads, else None; its events, every one where it does not read), or None.  A CREATE ...
+    IF NOT EXISTS is logged even where the trigger was there: then it changed nothing."""
     statement = statement_proper(statement)
     body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
     m = _TRIGGER_DDL.match(body)
     if m is None:
         return None
     if m.group(1):
+        before_name = body[m.start():m.start(2)]
+        what = "create if absent" if _IF_NOT_EXISTS.search(before_name) else "create"
         name = _split_qname(m.group(2), schema)
         on = _TRIGGER_ON.match(body, m.end())
         if on is None or name is None:
-            return "create", name, None, TRIGGER_EVENTS
+            return what, name, None, TRIGGER_EVENTS
         events = frozenset(e.upper() for e in re.split(r"\s+OR\s+", on.group(1), flags=re.I))
-        return "create", name, _split_qname(on.group(2), name.schema), events
+        return what, name, _split_qname(on.group(2), name.schema), events
     return "drop", _split_qname(m.group(4), schema), None, TRIGGER_EVENTS
 
 
-#: The triggers a statement-format DML may fire, by its first word: an INSERT's ON
-#: DUPLICATE KEY UPDATE fires UPDATE triggers; anything else (a REPLACE, a LOAD DATA, a
-#: SELECT or DO of a stored function) may fire any.
-_FIRES = {"INSERT": frozenset({"INSERT", "UPDATE"}), "UPDATE": frozenset({"UPDATE"}),
+#: The triggers a statement-format DML may fire, by its first word (an INSERT's ON
+#: DUPLICATE KEY UPDATE fires UPDATE triggers too); anything else (a REPLACE, a LOAD DATA,
+#: a SELECT or DO of a stored function) may fire any.
+_FIRES = {"INSERT": frozenset({"INSERT"}), "UPDATE": frozenset({"UPDATE"}),
           "DELETE": frozenset({"DELETE"})}
+#: Words that widen a statement's events: ON DUPLICATE KEY UPDATE; MariaDB's UPDATE /
+#: DELETE ... FOR PORTION OF, which inserts the parts of a row left outside the period.
+_DUPLICATE = re.compile(r"(?<![\w$])DUPLICATE(?![\w$])", re.IGNORECASE)
+_PORTION = re.compile(r"(?<![\w$])PORTION(?![\w$])", re.IGNORECASE)
 
 
 def events_fired(statement: str) -> frozenset[str]:
-    """The trigger events ``statement`` may fire on the tables it names."""
+    """The trigger events ``statement`` may fire on the tables it names.  Every event for a
+    statement with an executable comment (a server may skip or run what it holds)."""
+    if "/*!" in statement or "/*M!" in statement or _PORTION.search(statement):
+        return TRIGGER_EVENTS
     first = re.match(r"[A-Za-z]+", statement_body(statement))
-    return TRIGGER_EVENTS if first is None else _FIRES.get(first.group(0).upper(),
-                                                           TRIGGER_EVENTS)
+    events = TRIGGER_EVENTS if first is None else _FIRES.get(first.group(0).upper(),
+                                                             TRIGGER_EVENTS)
+    if events == {"INSERT"} and _DUPLICATE.search(statement):
+        return frozenset({"INSERT", "UPDATE"})
+    return events
+
+
+_CREATE_TABLE_SELECT = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\b"
+                                  r".*(?<![\w$])SELECT(?![\w$])", re.IGNORECASE | re.DOTALL)
+
+
+def creates_by_select(statement: str) -> bool:
+    """Whether ``statement`` may be a CREATE TABLE ... SELECT (its SELECT may call a stored
+    function that writes other tables)."""
+    return _CREATE_TABLE_SELECT.match(statement_body(statement)) is not None
+
+
+#: utf8_general_ci's equalities casefold does not make (ß is s there, ı is i).
+_GENERAL_CI = str.maketrans({"ß": "s", "ẞ": "s", "ı": "i"})
 
 
 def _fold(text: str) -> str:
     """Case and accents out, as the loosest of the server's name comparisons (a stored
-    routine's, utf8_general_ci) leaves them."""
+    routine's, utf8_general_ci) leaves them; an executable comment's mark (``/*!40101``,
+    whose digits end where a name may start) a blank."""
+    text = _EXECUTABLE_OPENS.sub(" ", text).translate(_GENERAL_CI)
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
@@ -686,9 +720,13 @@ def name_spelled(statement: str, names: Iterable[str]) -> str | None:
     Read so that no spelling is missed rather than parsed: a name counts wherever it stands
     whole (not inside a longer unquoted name) in the text, in any case and with or without
     accents, bare or quoted (backticks, ANSI double quotes), inside a string or a comment
-    too."""
+    too.  A name beyond ASCII counts in any statement beyond ASCII: the text was read as
+    UTF-8, and the client's character set may have been another."""
     variants: dict[str, str] = {}
+    wide = not statement.isascii()
     for name in names:
+        if wide and not name.isascii():
+            return name
         for spelling in {name, name.replace("`", "``"), name.replace('"', '""')}:
             variants.setdefault(_fold(spelling), name)
     if not variants:
