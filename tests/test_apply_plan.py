@@ -531,6 +531,8 @@ def test_a_trigger_created_if_absent(statement: str, what: str) -> None:
     ("create or replace table t (a int) ignore select a from u", True),
     ("CREATE TEMPORARY TABLE t AS (SELECT 1)", True),
     ("SET STATEMENT max_statement_time = 0 FOR CREATE TABLE t SELECT 1", True),
+    ("CREATE TABLE t TABLE v", True),  # (MySQL 8.0.19)
+    ("CREATE TABLE t AS VALUES ROW(1)", True),
     ("CREATE TABLE t (a INT)", False),
     ("CREATE VIEW v AS SELECT f()", False),
     ("CREATE TABLE selected (a INT)", False),
@@ -591,6 +593,9 @@ def test_the_trigger_events_a_statement_may_fire(statement: str, events: set[str
     ("UPDATE app.u SET a = 1", [], None),
     ("UPDATE /*!40101t2*/ SET a = 1", ["t2"], "t2"),  # (run as UPDATE t2)
     ("UPDATE /*M!100101t2*/ SET a = 1", ["t2"], "t2"),
+    ("UPDATE /*!500002t*/ SET a = 1", ["2t"], "2t"),  # (a five-digit version: MySQL's)
+    ("UPDATE /*M!1001002t*/ SET a = 1", ["t"], "t"),  # (six: MariaDB's)
+    ("UPDATE /*!40101t2*/ SET a = 1", ["t3"], None),
     ("UPDATE u SET a = strase()", ["straße"], "straße"),  # (utf8_general_ci: ß = s)
     ("UPDATE u SET a = LIWER(x)", ["lıwer"], "lıwer"),
     # The text read as UTF-8 may be another character set's: a name beyond ASCII counts.
@@ -620,6 +625,11 @@ def test_names_a_statement_may_spell(statement: str, names: list[str], found: st
     ("ALTER TABLE a RENAME COLUMN$x", TablesGone(renames=True)),  # (the table's new name)
     ("ALTER TABLE a RENAME key2", TablesGone(renames=True)),
     ("ALTER TABLE a RENAME /* c */ COLUMN x TO y", TablesGone(renames=True)),
+    # The server's keywords and blanks are ASCII: these rename the table.
+    ("ALTER TABLE a RENAME \u212aEY", TablesGone(renames=True)),  # (a Kelvin sign)
+    ("ALTER TABLE a RENAME \u0131NDEX", TablesGone(renames=True)),
+    ("ALTER TABLE a RENAME \u00a0KEY", TablesGone(renames=True)),
+    ("alter table a rename\n\tindex i to j", None),
     ("/*M!100100RENAME TABLE t TO u */", TablesGone(renames=True)),
     ("CREATE OR REPLACE TABLE t (id INT)", TablesGone((TableRef("d", "t"),))),
     ("create or replace table `x`.`y` AS SELECT 1", TablesGone((TableRef("x", "y"),))),

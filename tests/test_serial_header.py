@@ -221,3 +221,14 @@ def test_event_clauses_past_comments(text: str, want: str) -> None:
 def test_the_event_a_statement_leaves(text: str, want: tuple[str, str] | None) -> None:
     got = event_ddl(text, "db")
     assert (None if got is None else (got.schema, got.table)) == want
+
+
+def test_an_event_in_another_character_set_is_made_replica_side_disabled() -> None:
+    """A statement of a latin1 session is read as UTF-8 with its other bytes kept as escapes:
+    edited alike in text and bytes, not left to run enabled (nor raising)."""
+    raw = "CREATE EVENT `é` ON SCHEDULE EVERY 1 HOUR ENABLE DO DELETE FROM t".encode("latin-1")
+    text = raw.decode("utf-8", "surrogateescape")
+    got_text, got_raw = serial._replica_side(text, raw)
+    assert b" ".join(got_raw.split()) == ("CREATE EVENT `é` ON SCHEDULE EVERY 1 HOUR DISABLE"
+                                         " ON SLAVE DO DELETE FROM t").encode("latin-1")
+    assert got_text.encode("utf-8", "surrogateescape") == got_raw

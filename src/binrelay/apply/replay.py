@@ -229,13 +229,25 @@ class SkippedTriggers:
             self._held[0] = True
             if table is not None and _storable(table) != table:
                 table = None  # (its name is bytes of another character set: unknown)
-            # (One that was there stays as recorded: the statement changed nothing.)
-            verb = "INSERT IGNORE" if what == "create if absent" else "REPLACE"
-            cur.execute(f"{verb} INTO {t} (pipeline, trigger_schema, trigger_name,"
+            key = (self.pipeline, *_storable(name).parts())
+            row = (None, None, None) if table is None else \
+                (table.schema, table.table, ",".join(sorted(events)))
+            if what == "create if absent":
+                cur.execute(f"SELECT table_schema, table_name, events FROM {t} WHERE"
+                            " pipeline = %s AND trigger_schema = %s AND trigger_name = %s",
+                            key)
+                was = cur.fetchone()
+                if was is not None:
+                    # It changed nothing if the trigger was there, which a record that
+                    # outlived its trigger cannot tell: unknown where they differ.
+                    if tuple(was) != row:
+                        cur.execute(f"UPDATE {t} SET table_schema = NULL, table_name = NULL,"
+                                    " events = NULL WHERE pipeline = %s AND trigger_schema"
+                                    " = %s AND trigger_name = %s", key)
+                    return
+            cur.execute(f"REPLACE INTO {t} (pipeline, trigger_schema, trigger_name,"
                         " table_schema, table_name, events) VALUES (%s, %s, %s, %s, %s, %s)",
-                        (self.pipeline, *_storable(name).parts(),
-                         None if table is None else table.schema,
-                         None if table is None else table.table, ",".join(sorted(events))))
+                        (*key, *row))
         else:
             cur.execute(f"DELETE FROM {t} WHERE pipeline = %s AND trigger_schema = %s"
                         " AND trigger_name = %s", (self.pipeline, *_storable(name).parts()))
@@ -289,7 +301,7 @@ class SkippedTriggers:
         fired = events_fired(statement)
         on: dict[str, str] = {}
         for schema, name, table, events in rows:
-            if table is None:
+            if table is None and tables:
                 return f"{schema}.{name}"
             if events is None or fired & set(events.split(",")):
                 on.setdefault(table, f"{schema}.{name}")
@@ -445,6 +457,10 @@ def _replica_side_disabled(conn: Any, event: TableRef, position: tuple[int, ...]
     second time.  Its status is made SLAVESIDE_DISABLED (MySQL: REPLICA_SIDE_DISABLED),
     which a replica's SQL thread sets; promoted, the downstream enables it (``ALTER EVENT
     ... ENABLE``).  Run again on a replay: it changes nothing then."""
+    if _storable(event) != event:
+        # A name in another character set (its statement read as UTF-8) cannot be sent as
+        # text; the statement itself was made DISABLE ON SLAVE (serial._replica_side).
+        return
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT STATUS FROM information_schema.EVENTS"

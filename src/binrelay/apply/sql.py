@@ -600,9 +600,12 @@ _REPLACE_TABLE = re.compile(rf"CREATE\s+OR\s+REPLACE\s+TABLE\s+({_PLAIN_QNAME})(
                             re.IGNORECASE)
 #: (Not after a letter: ``/*!50000RENAME TABLE ...*/`` renames too.)  RENAME COLUMN,
 #: INDEX and KEY (the next word, past blanks only) rename no table.
+#: (ASCII: the server's keywords and blanks are; Python's IGNORECASE takes the Kelvin sign
+#: for a K.)
 _RENAME_WORD = re.compile(
     "(?<![A-Za-z_$])RENAME(?![A-Za-z0-9_$])"
-    "(?!\\s+(?:COLUMN|INDEX|KEY)(?![0-9A-Za-z_$\u0080-\U0010ffff]))", re.IGNORECASE)
+    "(?!(?a:[ \t\n\r\f\v]+(?:COLUMN|INDEX|KEY))(?![0-9A-Za-z_$\u0080-\U0010ffff]))",
+    re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -621,7 +624,8 @@ def tables_gone(statement: str, schema: str | None) -> TablesGone | None:
     """What ``statement`` does to tables with triggers, as far as it is read for certain:
     the tables a DROP TABLE names, the table a CREATE OR REPLACE TABLE replaces, the schema
     of a DROP DATABASE; any statement with the word RENAME (RENAME TABLE, ALTER TABLE ...
-    RENAME, RENAME COLUMN too) may rename one.  None: nothing of that."""
+    RENAME; not RENAME COLUMN, INDEX or KEY, the next word past blanks) may rename one.
+    None: nothing of that."""
     statement = statement_proper(statement)
     body = statement[_LEADING_NOISE.match(statement).end():]  # type: ignore[union-attr]
     if _RENAME_WORD.search(body):
@@ -687,13 +691,15 @@ def events_fired(statement: str) -> frozenset[str]:
     return events
 
 
-_CREATE_TABLE_SELECT = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\b"
-                                  r".*(?<![\w$])SELECT(?![\w$])", re.IGNORECASE | re.DOTALL)
+_CREATE_TABLE_SELECT = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\b"
+    r".*(?<![\w$])(?:SELECT|VALUES|TABLE)(?![\w$])", re.IGNORECASE | re.DOTALL)
 
 
 def creates_by_select(statement: str) -> bool:
-    """Whether ``statement`` may be a CREATE TABLE ... SELECT (its SELECT may call a stored
-    function that writes other tables)."""
+    """Whether ``statement`` may be a CREATE TABLE filled by a query (``SELECT``, MySQL's
+    ``TABLE v`` and ``VALUES ROW(...)``), which may call a stored function that writes
+    other tables."""
     return _CREATE_TABLE_SELECT.match(statement_body(statement)) is not None
 
 
@@ -703,11 +709,25 @@ _GENERAL_CI = str.maketrans({"ß": "s", "ẞ": "s", "ı": "i"})
 
 def _fold(text: str) -> str:
     """Case and accents out, as the loosest of the server's name comparisons (a stored
-    routine's, utf8_general_ci) leaves them; an executable comment's mark (``/*!40101``,
-    whose digits end where a name may start) a blank."""
-    text = _EXECUTABLE_OPENS.sub(" ", text).translate(_GENERAL_CI)
-    decomposed = unicodedata.normalize("NFKD", text)
+    routine's, utf8_general_ci) leaves them."""
+    decomposed = unicodedata.normalize("NFKD", text.translate(_GENERAL_CI))
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+
+
+#: An executable comment's mark and the version it may carry (``/*!40101t2*/`` runs as
+#: ``t2``; ``/*!500002t*/`` as ``2t`` where the version is five digits long, MySQL's, and
+#: as ``t`` where it is six, MariaDB's ``/*M!``).
+_VERSIONED = re.compile(r"/\*M?!(\d*)")
+
+
+def _readings(statement: str) -> str:
+    """``statement`` folded, once per way a server may read its executable comments'
+    versions (the whole run of digits, five, six), joined by line breaks."""
+    if _VERSIONED.search(statement) is None:
+        return _fold(statement)
+    return "\n".join(
+        _fold(_VERSIONED.sub(lambda m, n=n: " " + m.group(1)[n:], statement))
+        for n in (10**9, 5, 6))
 
 
 #: What an unquoted name is made of (MySQL: ASCII letters, digits, $ and _, and U+0080 on).
@@ -734,7 +754,7 @@ def name_spelled(statement: str, names: Iterable[str]) -> str | None:
     pattern = re.compile(
         rf"(?<![{_NAME_CHAR}])(?:{'|'.join(map(re.escape, sorted(variants, key=len)[::-1]))})"
         rf"(?![{_NAME_CHAR}])")
-    found = pattern.search(_fold(statement))
+    found = pattern.search(_readings(statement))
     return None if found is None else variants[found.group(0)]
 
 

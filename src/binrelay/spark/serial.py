@@ -181,8 +181,9 @@ def _replica_side(text: str, raw: bytes) -> tuple[str, bytes]:
     if edits is None:
         return text, raw
     edited = _edit(text, edits)
-    if raw == text.encode("utf-8"):
-        return edited, edited.encode("utf-8")
+    # (The text is the bytes read as UTF-8, any other byte kept as an escape.)
+    if raw == text.encode("utf-8", "surrogateescape"):
+        return edited, edited.encode("utf-8", "surrogateescape")
     last = max(end for _start, end, _text in edits)
     if text[:last].isascii() and raw[:last].isascii():
         return edited, _edit(raw.decode("latin-1"), edits).encode("latin-1")
