@@ -710,6 +710,8 @@ _GENERAL_CI = str.maketrans({"ß": "s", "ẞ": "s", "ı": "i"})
 def _fold(text: str) -> str:
     """Case and accents out, as the loosest of the server's name comparisons (a stored
     routine's, utf8_general_ci) leaves them."""
+    if text.isascii():  # (a long statement's usual case: no character-by-character walk)
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text.translate(_GENERAL_CI))
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
