@@ -13,8 +13,8 @@ from typing import Any
 
 import tomli_w
 
+from binlog_builder import walk
 from binrelay.binlog import constants as c
-from binrelay.binlog.parse import parse_header
 from binrelay.relay.layout import read_index, read_meta
 from binrelay.relay.livestatus import RELAYING, read_status
 from binrelay.relay.verify import compare_subdir
@@ -148,17 +148,13 @@ def _checkpoint_settled(path: Path, end: int) -> bool:
     """Whether the last Binlog_checkpoint event before ``end`` in binlog ``path`` names the
     file itself: then the server writes no other until it rotates again.  False where that
     cannot be read (an encrypted binlog hides its events' headers)."""
-    data = path.read_bytes()[:end]
-    at, last = 4, None
-    while at + c.EVENT_HEADER_LEN <= len(data):
-        header = parse_header(data, at)
-        if header.event_type == c.START_ENCRYPTION_EVENT:
+    last = None
+    for _at, event in walk(path.read_bytes()[:end]):
+        if event[4] == c.START_ENCRYPTION_EVENT:
             return False
-        if header.event_type == c.BINLOG_CHECKPOINT_EVENT:
-            body = at + c.EVENT_HEADER_LEN
-            size = int.from_bytes(data[body:body + 4], "little")
-            last = data[body + 4:body + 4 + size]
-        at += header.event_size
+        if event[4] == c.BINLOG_CHECKPOINT_EVENT:
+            body = c.EVENT_HEADER_LEN
+            last = event[body + 4:body + 4 + int.from_bytes(event[body:body + 4], "little")]
     return last is not None and last.decode() == path.name
 
 

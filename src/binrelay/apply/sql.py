@@ -482,7 +482,8 @@ _KINDS: tuple[tuple[re.Pattern[str], DdlKind], ...] = tuple(
 _OTHER = DdlKind("other", frozenset())
 # Plain comments only: /*! and /*M! comments are executable and part of the statement.
 _LEADING_NOISE = re.compile(r"(?:\s+|/\*(?![!M]).*?\*/|(?:--\s|#)[^\n]*(?:\n|$))*", re.DOTALL)
-_EXECUTABLE_OPENS = re.compile(r"/\*M?!\d*")
+#: An executable comment's mark and the version it may carry.
+_EXECUTABLE_OPENS = re.compile(r"/\*M?!(\d*)")
 
 
 def statement_body(statement: str) -> str:
@@ -681,7 +682,7 @@ _PORTION = re.compile(r"(?<![\w$])PORTION(?![\w$])", re.IGNORECASE)
 def events_fired(statement: str) -> frozenset[str]:
     """The trigger events ``statement`` may fire on the tables it names.  Every event for a
     statement with an executable comment (a server may skip or run what it holds)."""
-    if "/*!" in statement or "/*M!" in statement or _PORTION.search(statement):
+    if _EXECUTABLE_OPENS.search(statement) or _PORTION.search(statement):
         return TRIGGER_EVENTS
     first = re.match(r"[A-Za-z]+", statement_body(statement))
     events = TRIGGER_EVENTS if first is None else _FIRES.get(first.group(0).upper(),
@@ -716,19 +717,15 @@ def _fold(text: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
 
-#: An executable comment's mark and the version it may carry (``/*!40101t2*/`` runs as
-#: ``t2``; ``/*!500002t*/`` as ``2t`` where the version is five digits long, MySQL's, and
-#: as ``t`` where it is six, MariaDB's ``/*M!``).
-_VERSIONED = re.compile(r"/\*M?!(\d*)")
-
-
 def _readings(statement: str) -> str:
     """``statement`` folded, once per way a server may read its executable comments'
-    versions (the whole run of digits, five, six), joined by line breaks."""
-    if _VERSIONED.search(statement) is None:
+    versions (the whole run of digits, five, six), joined by line breaks: ``/*!40101t2*/``
+    runs as ``t2``; ``/*!500002t*/`` as ``2t`` where a version is five digits long (MySQL's)
+    and as ``t`` where it is six (MariaDB's ``/*M!``)."""
+    if _EXECUTABLE_OPENS.search(statement) is None:
         return _fold(statement)
     return "\n".join(
-        _fold(_VERSIONED.sub(lambda m, n=n: " " + m.group(1)[n:], statement))
+        _fold(_EXECUTABLE_OPENS.sub(lambda m, n=n: " " + m.group(1)[n:], statement))
         for n in (10**9, 5, 6))
 
 
